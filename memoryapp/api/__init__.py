@@ -1,0 +1,1 @@
+"""The JSON API agents talk to (django-ninja), under /api/v1."""

@@ -1,0 +1,180 @@
+"""Request and response shapes of the agent API. Everything an agent sends is validated
+here, strictly: token numbers must be non-negative JSON integers (not strings, floats or
+booleans), roles must be known, and every string has a length bound."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import Field, StrictBool, field_validator
+
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+Role = Literal["system", "user", "assistant", "tool"]
+MAX_MESSAGES_PER_TURN = 1000
+MAX_TOOL_CALLS_PER_TURN = 500
+
+
+def _no_control_chars(value: str, what: str) -> str:
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"{what} must not contain control characters")
+    return value
+
+
+class MessageIn(Schema):
+    role: Role
+    content: str | None = ""
+    name: Annotated[str, Field(max_length=200)] | None = None
+    tool_call_id: Annotated[str, Field(max_length=200)] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class UsageIn(Schema):
+    input_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt
+
+
+class ToolCallIn(Schema):
+    tool: Annotated[str, Field(min_length=1, max_length=200)]
+    query: str | dict[str, Any] | None = ""
+    output: str | None = ""
+    success: StrictBool | None = None
+    file_path: Annotated[str, Field(max_length=1000)] | None = None
+
+
+class TurnIn(Schema):
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_TURN)]
+    usage: UsageIn | None = None
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS_PER_TURN)] = []
+    model: Annotated[str, Field(max_length=200)] | None = None
+
+
+class TotalsOut(Schema):
+    messages: int
+    tokens: int
+    input_tokens: int
+    output_tokens: int
+    turns: int
+
+
+class SessionOut(Schema):
+    key: str
+    goal: str
+    status: str
+    metadata: dict[str, Any]
+    ttl_seconds: int | None
+    created_at: datetime
+    last_activity_at: datetime
+    expires_at: datetime
+    totals: TotalsOut
+
+
+class SessionPage(Schema):
+    items: list[SessionOut]
+    next_cursor: str | None
+
+
+class SessionIn(Schema):
+    goal: Annotated[str, Field(max_length=10_000)] | None = None
+    status: Literal["active", "paused", "completed", "failed"] | None = None
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=365 * 24 * 3600)] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TurnOut(Schema):
+    iteration: int
+    first_seq: int
+    last_seq: int
+    token_counts: list[int]
+    session: SessionOut
+
+
+class HistoryMessageOut(Schema):
+    seq: int
+    role: str
+    content: str
+    token_count: int
+    created_at: datetime
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class HistoryOut(Schema):
+    messages: list[HistoryMessageOut]
+    token_count: int
+    pruned_count: int
+    pruned_tokens: int
+    max_messages: int
+    max_tokens: int
+
+
+class TurnMetaOut(Schema):
+    iteration: int
+    message_count: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    timestamp: datetime
+    model: str
+    usage_source: str
+    first_seq: int
+    last_seq: int
+
+
+class TurnPage(Schema):
+    items: list[TurnMetaOut]
+    next_cursor: str | None
+
+
+class AgentOut(Schema):
+    name: str
+    ttl_seconds: int
+    max_messages: int
+    token_budget: int
+    encoding: str
+    system_budget: int | None
+    conversation_budget: int | None
+    working_budget: int | None
+    long_term_budget: int | None
+    default_conversation_budget: int
+
+
+OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=10_000_000)] | None
+
+
+class AgentPatch(Schema):
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=365 * 24 * 3600)] | None = None
+    max_messages: Annotated[int, Field(strict=True, ge=1, le=10_000)] | None = None
+    token_budget: Annotated[int, Field(strict=True, ge=1, le=10_000_000)] | None = None
+    encoding: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    system_budget: OptionalBudget = None
+    conversation_budget: OptionalBudget = None
+    working_budget: OptionalBudget = None
+    long_term_budget: OptionalBudget = None
+
+    @field_validator("ttl_seconds", "max_messages", "token_budget", "encoding", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("may be omitted but not null")
+        return value
+
+
+class HealthOut(Schema):
+    status: str
+    database: dict[str, Any]
+    broker: dict[str, Any]
+
+
+class ErrorOut(Schema):
+    detail: Any
+
+
+def check_session_key(key: str) -> str:
+    """Session keys are the agent's own names: any text up to 200 characters without
+    control characters (the path converter already excludes '/')."""
+    if not key or len(key) > 200:
+        raise ValueError("a session key has 1 to 200 characters")
+    return _no_control_chars(key, "a session key")

@@ -1,0 +1,1 @@
+"""The memory model: agents, API keys, sessions, conversation, and the memory they hold."""

@@ -1,0 +1,292 @@
+"""Writing and restoring a session's conversation.
+
+`append_turn` is the single ingest path (the API, the demo importer and the benchmarks
+all go through it over HTTP). It holds the session's row lock for the whole write, so
+concurrent appends to one session queue up and `seq` stays gapless. `restore_history`
+prunes what it returns and never deletes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memoryapp.core.models import Agent, IdempotencyRecord, Message, Session, ToolCall, Turn
+from memoryapp.lib import tokens
+from memoryapp.lib.pruning import MessageCost, choose_run
+
+
+class IdempotencyConflict(Exception):
+    """The Idempotency-Key was already used for a different request."""
+
+
+@dataclass
+class MessageInput:
+    role: str
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class ToolCallInput:
+    tool: str
+    query: str = ""
+    output: str = ""
+    success: bool | None = None
+    file_path: str = ""
+
+
+@dataclass
+class TurnInput:
+    messages: list[MessageInput]
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_calls: list[ToolCallInput] = field(default_factory=list)
+    model: str = ""
+
+
+def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Session | None:
+    """The session `key` of `agent`, row-locked for this transaction.
+
+    An expired session reads as absent. With `create`, an absent session is created and an
+    expired one is removed and started afresh (TTL expiry, done lazily here). Must run
+    inside `transaction.atomic()`.
+    """
+    session = (
+        Session.objects.select_for_update().select_related("agent").filter(agent=agent, key=key)
+    ).first()
+    if session is not None and session.is_expired(now):
+        if not create:
+            return None
+        session.delete()
+        session = None
+    if session is not None or not create:
+        return session
+    fresh = Session(agent=agent, key=key)
+    fresh.slide_expiry(now)
+    try:
+        with transaction.atomic():
+            fresh.save()
+        return fresh
+    except IntegrityError:
+        # Another request created it between our read and our insert; lock theirs.
+        return Session.objects.select_for_update().select_related("agent").get(agent=agent, key=key)
+
+
+def append_turn(
+    agent: Agent,
+    key: str,
+    turn: TurnInput,
+    *,
+    idempotency_key: str | None = None,
+    request_hash: str = "",
+) -> tuple[dict, bool]:
+    """Store one turn; answer `(response, replayed)`. Token counting happens before the
+    transaction so the session lock is held only for the writes."""
+    encoding = tokens.get_encoding(agent.encoding)
+    counts = [
+        tokens.count_message(encoding, m.role, m.content, m.name, m.tool_calls)
+        for m in turn.messages
+    ]
+    if turn.input_tokens is not None and turn.output_tokens is not None:
+        input_tokens, output_tokens = turn.input_tokens, turn.output_tokens
+        usage_source = Turn.UsageSource.REPORTED
+    else:
+        output_tokens = sum(
+            c for m, c in zip(turn.messages, counts, strict=True) if m.role == "assistant"
+        )
+        input_tokens = sum(counts) - output_tokens
+        usage_source = Turn.UsageSource.COUNTED
+    tool_call_count = len(turn.tool_calls) or sum(len(m.tool_calls or []) for m in turn.messages)
+    excerpt_chars = settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
+
+    with transaction.atomic():
+        now = timezone.now()
+        session = lock_session(agent, key, create=True, now=now)
+        if idempotency_key:
+            record = IdempotencyRecord.objects.filter(session=session, key=idempotency_key).first()
+            if record is not None:
+                if record.request_hash != request_hash:
+                    raise IdempotencyConflict(idempotency_key)
+                return record.response, True
+
+        first_seq = session.message_count + 1
+        iteration = session.turn_count + 1
+        turn_row = Turn.objects.create(
+            session=session,
+            iteration=iteration,
+            message_count=len(turn.messages),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            tool_call_count=tool_call_count,
+            usage_source=usage_source,
+            model=turn.model,
+            first_seq=first_seq,
+            last_seq=first_seq + len(turn.messages) - 1,
+            timestamp=now,
+        )
+        Message.objects.bulk_create(
+            Message(
+                session=session,
+                turn=turn_row,
+                seq=first_seq + i,
+                role=m.role,
+                content=m.content,
+                name=m.name or "",
+                tool_call_id=m.tool_call_id or "",
+                tool_calls=m.tool_calls or None,
+                token_count=count,
+                created_at=now,
+            )
+            for i, (m, count) in enumerate(zip(turn.messages, counts, strict=True))
+        )
+        if turn.tool_calls:
+            ToolCall.objects.bulk_create(
+                ToolCall(
+                    turn=turn_row,
+                    session=session,
+                    tool=call.tool,
+                    query=call.query,
+                    success=call.success,
+                    output_size=len(call.output),
+                    output_excerpt=call.output[:excerpt_chars],
+                    file_path=call.file_path,
+                    created_at=now,
+                )
+                for call in turn.tool_calls
+            )
+        session.message_count += len(turn.messages)
+        session.token_count += sum(counts)
+        session.input_tokens += input_tokens
+        session.output_tokens += output_tokens
+        session.turn_count = iteration
+        session.slide_expiry(now)
+        session.save(
+            update_fields=[
+                "message_count",
+                "token_count",
+                "input_tokens",
+                "output_tokens",
+                "turn_count",
+                "last_activity_at",
+                "expires_at",
+            ]
+        )
+        response = {
+            "iteration": iteration,
+            "first_seq": first_seq,
+            "last_seq": turn_row.last_seq,
+            "token_counts": counts,
+            "session": session_summary(session),
+        }
+        if idempotency_key:
+            IdempotencyRecord.objects.create(
+                session=session,
+                key=idempotency_key,
+                request_hash=request_hash,
+                response=response,
+            )
+    return response, False
+
+
+def session_summary(session: Session) -> dict:
+    return {
+        "key": session.key,
+        "goal": session.goal,
+        "status": session.status,
+        "metadata": session.metadata,
+        "ttl_seconds": session.ttl_seconds,
+        "created_at": session.created_at.isoformat(),
+        "last_activity_at": session.last_activity_at.isoformat(),
+        "expires_at": session.expires_at.isoformat(),
+        "totals": session.totals(),
+    }
+
+
+# Non-system messages are read newest first in pages of this size.
+_HISTORY_PAGE = 256
+
+
+def _newest_first(session: Session, limit: int):
+    """Yield the newest non-system messages' costs, newest first, reading at most
+    `limit` of them in keyset pages over the (session, seq) index."""
+    before: int | None = None
+    remaining = limit
+    while remaining > 0:
+        page_size = min(_HISTORY_PAGE, remaining)
+        # Bounded by the session's count as read, so a concurrent append cannot make
+        # the totals and the messages disagree.
+        rows = Message.objects.filter(session=session, seq__lte=session.message_count).exclude(
+            role=Message.Role.SYSTEM
+        )
+        if before is not None:
+            rows = rows.filter(seq__lt=before)
+        page = list(rows.order_by("-seq").values_list("seq", "role", "token_count")[:page_size])
+        for seq, role, count in page:
+            yield MessageCost(seq, role, count)
+        if len(page) < page_size:
+            return
+        before = page[-1][0]
+        remaining -= len(page)
+
+
+def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> dict:
+    """The conversation pruned for the context window (see memoryapp.lib.pruning)."""
+    system = list(
+        Message.objects.filter(
+            session=session, role=Message.Role.SYSTEM, seq__lte=session.message_count
+        )
+        .order_by("seq")
+        .values_list("seq", "token_count")
+    )
+    system_tokens = sum(count for _, count in system)
+    run = choose_run(
+        _newest_first(session, max(0, max_messages - len(system)) + 1),
+        system_count=len(system),
+        system_tokens=system_tokens,
+        max_messages=max_messages,
+        max_tokens=max_tokens,
+    )
+    kept_seqs = [seq for seq, _ in system]
+    rows = []
+    if kept_seqs:
+        rows.extend(Message.objects.filter(session=session, seq__in=kept_seqs))
+    if run.seqs:
+        rows.extend(
+            Message.objects.filter(
+                session=session, seq__gte=run.seqs[0], seq__lte=run.seqs[-1]
+            ).exclude(role=Message.Role.SYSTEM)
+        )
+    rows.sort(key=lambda m: m.seq)
+    kept_tokens = system_tokens + run.tokens
+    kept_count = len(system) + len(run.seqs)
+    return {
+        "messages": [message_dict(m) for m in rows],
+        "token_count": tokens.count_messages(m.token_count for m in rows),
+        "pruned_count": session.message_count - kept_count,
+        "pruned_tokens": session.token_count - kept_tokens,
+    }
+
+
+def message_dict(message: Message) -> dict:
+    data: dict[str, Any] = {
+        "seq": message.seq,
+        "role": message.role,
+        "content": message.content,
+        "token_count": message.token_count,
+        "created_at": message.created_at.isoformat(),
+    }
+    if message.name:
+        data["name"] = message.name
+    if message.tool_call_id:
+        data["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        data["tool_calls"] = message.tool_calls
+    return data

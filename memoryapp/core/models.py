@@ -1,0 +1,492 @@
+"""The memory model: agents own sessions; a session holds the conversation (messages
+grouped in turns, with tool calls), working context, findings and subtasks; long-term
+memories belong to the agent and outlive sessions; every change to a memory, finding or
+context item is recorded as a MemoryEvent."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from memoryapp.lib.tokens import DEFAULT_ENCODING
+
+CONFIDENCE_RANGE = Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
+
+
+class Agent(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    ttl_seconds = models.PositiveIntegerField(default=3600)
+    max_messages = models.PositiveIntegerField(default=100)
+    token_budget = models.PositiveIntegerField(default=32000)
+    encoding = models.CharField(max_length=64, default=DEFAULT_ENCODING)
+    # Optional per-section overrides of the default budget split (null: the default share).
+    system_budget = models.PositiveIntegerField(null=True, blank=True)
+    conversation_budget = models.PositiveIntegerField(null=True, blank=True)
+    working_budget = models.PositiveIntegerField(null=True, blank=True)
+    long_term_budget = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def default_conversation_budget(self) -> int:
+        """Tokens a restored history may use unless the caller says otherwise: the
+        conversation override, else 5/8 (62.5%) of the token budget."""
+        if self.conversation_budget is not None:
+            return self.conversation_budget
+        return self.token_budget * 5 // 8
+
+
+def hash_api_key(raw_key: str) -> str:
+    # Keys are 256-bit random strings, so a fast hash is enough: nothing to brute-force.
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def usable(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(
+        max_length=16, help_text="The key's first characters, to tell keys apart"
+    )
+    # Authentication looks keys up by this hash (unique index).
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.agent})"
+
+    @classmethod
+    def issue(cls, agent: Agent, name: str = "") -> tuple[ApiKey, str]:
+        """Create a key; the raw key is returned once and never stored."""
+        raw = "mk_" + secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            agent=agent, name=name, prefix=raw[:10], key_hash=hash_api_key(raw)
+        )
+        return key, raw
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+    def touch(self, now: datetime | None = None) -> None:
+        """Record use, at most once a minute: a conditional update, so busy keys do not
+        turn every request into a write on one row."""
+        now = now or timezone.now()
+        stale = now - timedelta(seconds=settings.MEMORYAPP_KEY_TOUCH_SECONDS)
+        ApiKey.objects.filter(pk=self.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
+        ).update(last_used_at=now)
+
+
+class SessionQuerySet(models.QuerySet):
+    def for_agent(self, agent: Agent) -> SessionQuerySet:
+        return self.filter(agent=agent)
+
+    def active(self, now: datetime | None = None) -> SessionQuerySet:
+        return self.filter(expires_at__gt=now or timezone.now())
+
+    def expired(self, now: datetime | None = None) -> SessionQuerySet:
+        return self.filter(expires_at__lte=now or timezone.now())
+
+
+class Session(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    key = models.CharField(max_length=200)
+    goal = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    metadata = models.JSONField(default=dict, blank=True)
+    ttl_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Overrides the agent's TTL when set"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    # Denormalised totals, kept by the append path under the session's row lock.
+    message_count = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # Lookup of a session by its external key (every per-session API call).
+            models.UniqueConstraint(fields=["agent", "key"], name="session_unique_key_per_agent"),
+        ]
+        indexes = [
+            # Session list filtered by active/expired, and TTL cleanup.
+            models.Index(fields=["agent", "expires_at"], name="session_agent_expiry"),
+            # Cursor pagination of an agent's sessions, newest first.
+            models.Index(fields=["agent", "-id"], name="session_agent_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{self.key}"
+
+    def effective_ttl(self) -> int:
+        return self.ttl_seconds if self.ttl_seconds is not None else self.agent.ttl_seconds
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at <= (now or timezone.now())
+
+    def slide_expiry(self, now: datetime | None = None) -> None:
+        """A write happened: the session lives another TTL from now (not saved)."""
+        now = now or timezone.now()
+        self.last_activity_at = now
+        self.expires_at = now + timedelta(seconds=self.effective_ttl())
+
+    def totals(self) -> dict:
+        return {
+            "messages": self.message_count,
+            "tokens": self.token_count,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "turns": self.turn_count,
+        }
+
+    def clear_conversation(self) -> None:
+        """Delete messages, turns and their tool calls; keep goal, working context,
+        findings, subtasks. Numbering starts again at 1. Call inside a transaction
+        holding this session's row lock."""
+        Message.objects.filter(session=self).delete()
+        ToolCall.objects.filter(session=self).delete()
+        Turn.objects.filter(session=self).delete()
+        IdempotencyRecord.objects.filter(session=self).delete()
+        self.message_count = 0
+        self.token_count = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.turn_count = 0
+        self.slide_expiry()
+        self.save(
+            update_fields=[
+                "message_count",
+                "token_count",
+                "input_tokens",
+                "output_tokens",
+                "turn_count",
+                "last_activity_at",
+                "expires_at",
+            ]
+        )
+
+
+class Turn(models.Model):
+    class UsageSource(models.TextChoices):
+        REPORTED = "reported", "reported by the agent"
+        COUNTED = "counted", "counted from the turn's messages"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    iteration = models.PositiveIntegerField()
+    message_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    usage_source = models.CharField(max_length=16, choices=UsageSource.choices)
+    model = models.CharField(max_length=200, blank=True)
+    first_seq = models.PositiveIntegerField()
+    last_seq = models.PositiveIntegerField()
+    timestamp = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # Turn list of a session in iteration order, and gapless iterations.
+            models.UniqueConstraint(fields=["session", "iteration"], name="turn_unique_iteration"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} #{self.iteration}"
+
+    def metadata(self) -> dict:
+        return {
+            "iteration": self.iteration,
+            "message_count": self.message_count,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tool_calls": self.tool_call_count,
+            "timestamp": self.timestamp,
+        }
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.CASCADE, related_name="messages", null=True, blank=True
+    )
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    token_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # History restore reads a session's newest messages backwards by seq.
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
+        ]
+        indexes = [
+            # History restore keeps every system message: read them without a scan.
+            models.Index(
+                fields=["session", "seq"],
+                condition=Q(role="system"),
+                name="message_system_by_seq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} {self.seq} {self.role}"
+
+
+class ToolCall(models.Model):
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_call_rows")
+    # Denormalised so a session's tool calls are found without joining turns.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    tool = models.CharField(max_length=200)
+    query = models.TextField(blank=True, help_text="The query or the arguments")
+    success = models.BooleanField(null=True)
+    output_size = models.PositiveIntegerField(default=0, help_text="Characters in the output")
+    output_excerpt = models.TextField(blank=True, help_text="A bounded excerpt, never all of it")
+    file_path = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # Tool calls of a session, newest first (dashboard, recent tools).
+            models.Index(fields=["session", "-id"], name="toolcall_session_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool}({self.query[:40]})"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to an append sent with an Idempotency-Key, replayed on retry."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # A retry finds the first answer by session and key.
+            models.UniqueConstraint(fields=["session", "key"], name="idempotency_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.key}"
+
+
+class Finding(models.Model):
+    class Source(models.TextChoices):
+        EXTRACTED = "extracted"
+        AGENT = "agent"
+        MANUAL = "manual"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="findings")
+    tool = models.CharField(max_length=200)
+    query = models.TextField(blank=True)
+    fact = models.TextField()
+    step = models.PositiveIntegerField(null=True, blank=True)
+    success = models.BooleanField(default=True)
+    file_path = models.CharField(max_length=1000, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.AGENT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # "Already known?" checks look up a session's findings by tool.
+            models.Index(fields=["session", "tool"], name="finding_session_tool"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.fact[:60]}"
+
+
+class ContextItem(models.Model):
+    class Source(models.TextChoices):
+        EXPLICIT = "explicit"
+        INFERRED = "inferred"
+        MANUAL = "manual"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="context_items")
+    key = models.CharField(max_length=200)
+    value = models.JSONField()
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
+    confidence = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Working context is read and written by session and key.
+            models.UniqueConstraint(fields=["session", "key"], name="context_unique_key"),
+            models.CheckConstraint(condition=CONFIDENCE_RANGE, name="context_confidence_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value!r}"
+
+
+class MemoryQuerySet(models.QuerySet):
+    def for_agent(self, agent: Agent) -> MemoryQuerySet:
+        return self.filter(agent=agent)
+
+    def active(self) -> MemoryQuerySet:
+        return self.filter(status=Memory.Status.ACTIVE)
+
+
+class Memory(models.Model):
+    class Type(models.TextChoices):
+        FACT = "fact"
+        DECISION = "decision"
+        PREFERENCE = "preference"
+        CONVENTION = "convention"
+        LESSON = "lesson"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"
+        SUPERSEDED = "superseded"
+
+    class Source(models.TextChoices):
+        AGENT = "agent"
+        EXTRACTED = "extracted"
+        MANUAL = "manual"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memories")
+    # Memories belong to the agent: they stay when their session expires.
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="memories"
+    )
+    memory_type = models.CharField(max_length=32, choices=Type.choices, default=Type.FACT)
+    content = models.TextField()
+    confidence = models.FloatField(default=0.8)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.AGENT)
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="supersedes"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    access_count = models.PositiveIntegerField(default=0)
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "memories"
+        constraints = [
+            models.CheckConstraint(condition=CONFIDENCE_RANGE, name="memory_confidence_0_1"),
+        ]
+        indexes = [
+            # Recall without a query: an agent's active memories by confidence.
+            models.Index(fields=["agent", "status", "-confidence"], name="memory_agent_confidence"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.memory_type}] {self.content[:60]}"
+
+
+class MemoryEvent(models.Model):
+    class Target(models.TextChoices):
+        MEMORY = "memory"
+        FINDING = "finding"
+        CONTEXT_ITEM = "context_item"
+
+    class Action(models.TextChoices):
+        ADD = "add"
+        UPDATE = "update"
+        DELETE = "delete"
+        RESTORE = "restore"
+        EXPIRE = "expire"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memory_events")
+    target_kind = models.CharField(max_length=16, choices=Target.choices)
+    target_id = models.BigIntegerField()
+    action = models.CharField(max_length=16, choices=Action.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=200, help_text="agent:<name>, user:<username> or system")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # The history of one memory, finding or context item, in order.
+            models.Index(fields=["target_kind", "target_id", "created_at"], name="event_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target_kind}#{self.target_id} by {self.actor}"
+
+
+class Subtask(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        IN_PROGRESS = "in_progress"
+        DONE = "done"
+        BLOCKED = "blocked"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="subtasks")
+    title = models.CharField(max_length=500)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    position = models.PositiveIntegerField(default=0)
+    dependencies = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="dependents"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.title

@@ -1,0 +1,1 @@
+"""Pure logic with no database: token counting, pruning, settings parsing."""
