@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import NinjaAPI, Query
+from ninja import NinjaAPI, Query, Status
 from ninja.errors import HttpError
 
 from memoryapp.api.auth import ApiKeyAuth
@@ -136,7 +136,7 @@ def health(request: HttpRequest):
         broker = {"kind": "in-process", "ok": True}
     healthy = database["ok"] and broker["ok"]
     body = {"status": "ok" if healthy else "degraded", "database": database, "broker": broker}
-    return (200 if database["ok"] else 503), body
+    return Status(200 if database["ok"] else 503, body)
 
 
 def _agent_out(agent: Agent) -> dict:
@@ -222,7 +222,7 @@ def put_session(request: HttpRequest, key: str, payload: SessionIn):
             fields.append("ttl_seconds")
         session.slide_expiry(now)
         session.save(update_fields=fields)
-    return (200 if existed else 201), session_summary(session)
+    return Status(200 if existed else 201, session_summary(session))
 
 
 @api.get("/sessions/{key}", response={200: SessionOut, **ERRORS}, tags=["sessions"])
@@ -248,7 +248,7 @@ def delete_session(
             session.delete()
         else:
             session.clear_conversation()
-    return 204, None
+    return Status(204, None)
 
 
 @api.post("/sessions/{key}/turns", response={201: TurnOut, **ERRORS}, tags=["turns"])
@@ -304,7 +304,7 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
     if replayed:
         response["Idempotent-Replayed"] = "true"
-    return 201, answer
+    return Status(201, answer)
 
 
 @api.get("/sessions/{key}/history", response={200: HistoryOut, **ERRORS}, tags=["turns"])

@@ -1,0 +1,79 @@
+"""Shared fixtures: agents with API keys, and an API client that sends a key.
+
+The tests run on the embedded setup (SQLite file in var/) by default, and on PostgreSQL
+when DATABASE_URL=postgres://... is set; REDIS_URL=redis://... adds the broker checks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from memoryapp.core.models import Agent, ApiKey
+
+
+@dataclass
+class ApiClient:
+    """Django's test client with a bearer key and JSON helpers."""
+
+    client: Client
+    key: str
+
+    def _headers(self, extra: dict | None) -> dict:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        headers.update(extra or {})
+        return headers
+
+    def get(self, path: str, params: dict | None = None, headers: dict | None = None):
+        return self.client.get(path, params or {}, headers=self._headers(headers))
+
+    def post(self, path: str, body: Any, headers: dict | None = None):
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return self.client.post(
+            path, data, content_type="application/json", headers=self._headers(headers)
+        )
+
+    def put(self, path: str, body: Any, headers: dict | None = None):
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return self.client.put(
+            path, data, content_type="application/json", headers=self._headers(headers)
+        )
+
+    def patch(self, path: str, body: Any, headers: dict | None = None):
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return self.client.patch(
+            path, data, content_type="application/json", headers=self._headers(headers)
+        )
+
+    def delete(self, path: str, headers: dict | None = None):
+        return self.client.delete(path, headers=self._headers(headers))
+
+
+@pytest.fixture
+def agent(db) -> Agent:
+    return Agent.objects.create(name="coder")
+
+
+@pytest.fixture
+def api_key(agent) -> str:
+    return ApiKey.issue(agent, name="test")[1]
+
+
+@pytest.fixture
+def api(api_key) -> ApiClient:
+    return ApiClient(Client(), api_key)
+
+
+@pytest.fixture
+def other_api(db) -> ApiClient:
+    other = Agent.objects.create(name="other")
+    return ApiClient(Client(), ApiKey.issue(other)[1])
+
+
+def turn(*messages: tuple[str, str], **extra: Any) -> dict:
+    """A turn body from (role, content) pairs."""
+    return {"messages": [{"role": r, "content": c} for r, c in messages], **extra}
