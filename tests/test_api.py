@@ -263,9 +263,10 @@ def test_list_sessions_filters_active_and_expired(api):
     api.put(BASE + "/sessions/live", {})
     api.put(BASE + "/sessions/old", {})
     Session.objects.filter(key="old").update(expires_at=timezone.now() - timedelta(seconds=1))
-    keys = lambda status: [
-        s["key"] for s in api.get(BASE + "/sessions", {"status": status}).json()["items"]
-    ]  # noqa: E731
+
+    def keys(status):
+        return [s["key"] for s in api.get(BASE + "/sessions", {"status": status}).json()["items"]]
+
     assert keys("active") == ["live"]
     assert keys("expired") == ["old"]
     assert sorted(keys("all")) == ["live", "old"]
