@@ -79,6 +79,9 @@ class MemoryClient:
 
     @staticmethod
     def _session_path(key: str) -> str:
+        if "/" in key:
+            # Servers decode %2F before routing, so a '/' can never reach the session.
+            raise ValueError("a session key cannot contain '/'")
         return "/sessions/" + quote(key, safe="")
 
     def health(self) -> dict:

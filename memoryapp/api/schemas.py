@@ -174,7 +174,7 @@ class ErrorOut(Schema):
 
 def check_session_key(key: str) -> str:
     """Session keys are the agent's own names: any text up to 200 characters without
-    control characters (the path converter already excludes '/')."""
+    control characters or '/' (the URL path converter never matches a '/')."""
     if not key or len(key) > 200:
         raise ValueError("a session key has 1 to 200 characters")
     return _no_control_chars(key, "a session key")
