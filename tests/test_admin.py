@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memoryapp.core.models import ApiKey
+from memoryapp.core.models import ApiKey, Message
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,9 @@ def test_every_model_has_an_admin_changelist_with_search(staff_client):
 
 
 def test_admin_escapes_agent_text(staff_client):
-    page = staff_client.get("/admin/core/message/1/change/")
+    message = Message.objects.get()
+    page = staff_client.get(f"/admin/core/message/{message.pk}/change/")
+    assert page.status_code == 200
     assert b"<script>alert(1)</script>" not in page.content
     assert b"&lt;script&gt;" in page.content
 

@@ -101,6 +101,8 @@ class ApiKey(models.Model):
         turn every request into a write on one row."""
         now = now or timezone.now()
         stale = now - timedelta(seconds=settings.MEMORYAPP_KEY_TOUCH_SECONDS)
+        if self.last_used_at is not None and self.last_used_at > stale:
+            return  # recent enough: no round trip at all
         ApiKey.objects.filter(pk=self.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
         ).update(last_used_at=now)

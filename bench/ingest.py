@@ -1,0 +1,219 @@
+"""Ingest benchmark: concurrent clients appending turns to a real server on PostgreSQL.
+
+Starts gunicorn (not the dev server) on PostgreSQL, creates an agent, and for sessions
+of 20 and of 2,000 stored messages runs 1, 8 and 32 concurrent clients, each appending
+turns of 2 messages (user + assistant, real text) to its own session for a fixed time.
+Prints turns/s, messages/s and p50/p99 latency per scenario as a markdown table.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
+        .venv/bin/python bench/ingest.py [--seconds 10]
+
+The database is created when missing and migrated; the bench agent and its sessions
+are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+USER_TEXT = (
+    "We're currently solving the following issue within our repository. The test "
+    "`tests/missing_colon.py` fails with SyntaxError: invalid syntax on line 4. "
+    "Please find the cause and fix it."
+)
+ASSISTANT_TEXT = (
+    "The `SyntaxError` in `missing_colon.py` is likely due to a missing colon at the end "
+    "of the function definition line. Let's open the file and add it.\n\n```\nopen "
+    "tests/missing_colon.py\n```"
+)
+
+
+def ensure_database(url: str) -> None:
+    """Create the benchmark's database when it does not exist yet."""
+    import psycopg
+    from psycopg import sql
+
+    from memoryapp.lib.env import parse_database_url
+
+    db = parse_database_url(url)
+    params = {"host": db["HOST"], "port": db["PORT"] or None, "user": db["USER"] or None}
+    if db["PASSWORD"]:
+        params["password"] = db["PASSWORD"]
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]])
+        if exists.fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db["NAME"])))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def prefill(client: httpx.AsyncClient, key: str, size: int) -> None:
+    per_turn = 100
+    for start in range(0, size, per_turn):
+        count = min(per_turn, size - start)
+        messages = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": USER_TEXT}
+            for i in range(count)
+        ]
+        response = await client.post(f"/sessions/{key}/turns", json={"messages": messages})
+        response.raise_for_status()
+
+
+async def scenario(base_url: str, api_key: str, clients: int, size: int, seconds: float):
+    headers = {"Authorization": f"Bearer {api_key}"}
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(
+        base_url=base_url + "/api/v1", headers=headers, timeout=60, limits=limits
+    ) as client:
+        run = secrets.token_hex(4)
+        keys = [f"bench-{size}-{clients}-{run}-{i}" for i in range(clients)]
+        await asyncio.gather(*(prefill(client, key, size) for key in keys))
+        latencies: list[float] = []
+        errors = 0
+        deadline = time.perf_counter() + seconds
+
+        async def worker(key: str) -> None:
+            nonlocal errors
+            body = {
+                "messages": [
+                    {"role": "user", "content": USER_TEXT},
+                    {"role": "assistant", "content": ASSISTANT_TEXT},
+                ],
+                "usage": {"input_tokens": 812, "output_tokens": 64},
+            }
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                response = await client.post(f"/sessions/{key}/turns", json=body)
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 201:
+                    errors += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(key) for key in keys))
+        elapsed = time.perf_counter() - began
+    turns = len(latencies)
+    return {
+        "size": size,
+        "clients": clients,
+        "turns_per_s": turns / elapsed,
+        "messages_per_s": 2 * turns / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "errors": errors,
+        "turns": turns,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="memoryapp ingest benchmark")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per scenario")
+    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) * 2)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args()
+
+    database_url = os.environ.get("DATABASE_URL", "")
+    if not database_url.startswith(("postgres://", "postgresql://")):
+        print(
+            "bench/ingest.py measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr
+        )
+        return 2
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memoryapp.settings",
+        "DEBUG": "false",
+        "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    }
+    os.environ.update(env)
+    ensure_database(database_url)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from memoryapp.core.models import Agent, ApiKey
+
+    call_command("migrate", verbosity=0)
+    agent = Agent.objects.create(name=f"bench-{secrets.token_hex(4)}")
+    _, api_key = ApiKey.issue(agent, name="bench")
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "memoryapp.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(args.workers),
+            "--threads",
+            str(args.threads),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(base_url + "/api/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            print("gunicorn did not come up", file=sys.stderr)
+            return 1
+        print(
+            f"gunicorn: {args.workers} workers x {args.threads} threads; {os.cpu_count()} cores; "
+            f"{args.seconds:.0f} s per scenario; PostgreSQL"
+        )
+        print()
+        print("| stored messages | clients | turns/s | messages/s | p50 ms | p99 ms | errors |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for size in (20, 2000):
+            for clients in (1, 8, 32):
+                r = asyncio.run(scenario(base_url, api_key, clients, size, args.seconds))
+                print(
+                    f"| {r['size']:,} | {r['clients']} | {r['turns_per_s']:.0f} | "
+                    f"{r['messages_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
+                    f"{r['errors']} |",
+                    flush=True,
+                )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        agent.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
