@@ -123,6 +123,25 @@ def test_health_reports_a_broker_that_is_down(settings):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     body = Client().get(BASE + "/health").json()
     assert body["broker"]["ok"] is False
+    assert body["broker"]["error"] == "ConnectionError"
+    assert "127.0.0.1" not in str(body)
+    assert body["status"] == "degraded"
+
+
+def test_health_is_503_when_the_database_is_down(monkeypatch):
+    from django.db import OperationalError
+
+    class DownConnection:
+        vendor = "postgresql"
+
+        def cursor(self):
+            raise OperationalError("could not connect to server at db.internal:5432")
+
+    monkeypatch.setattr("memoryapp.api.api.connection", DownConnection())
+    response = Client().get(BASE + "/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["database"] == {"vendor": "postgresql", "ok": False, "error": "OperationalError"}
     assert body["status"] == "degraded"
 
 

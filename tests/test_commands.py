@@ -75,3 +75,8 @@ def test_seed_demo_imports_the_shipped_transcripts_through_the_api(keep_connecti
     call_command("seed_demo", stdout=StringIO())
     swe.refresh_from_db()
     assert swe.message_count == 12
+
+
+def test_migrations_match_the_models():
+    # Exits non-zero (SystemExit) when a model change has no migration.
+    call_command("makemigrations", "--check", "--dry-run", stdout=StringIO())

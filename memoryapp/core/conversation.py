@@ -168,17 +168,7 @@ def append_turn(
         session.output_tokens += output_tokens
         session.turn_count = iteration
         session.slide_expiry(now)
-        session.save(
-            update_fields=[
-                "message_count",
-                "token_count",
-                "input_tokens",
-                "output_tokens",
-                "turn_count",
-                "last_activity_at",
-                "expires_at",
-            ]
-        )
+        session.save(update_fields=Session.CONVERSATION_FIELDS)
         response = {
             "iteration": iteration,
             "first_seq": first_seq,

@@ -146,6 +146,17 @@ class Session(models.Model):
 
     objects = SessionQuerySet.as_manager()
 
+    # What a write to the conversation changes on the session row.
+    CONVERSATION_FIELDS = [
+        "message_count",
+        "token_count",
+        "input_tokens",
+        "output_tokens",
+        "turn_count",
+        "last_activity_at",
+        "expires_at",
+    ]
+
     class Meta:
         constraints = [
             # Lookup of a session by its external key (every per-session API call).
@@ -196,17 +207,7 @@ class Session(models.Model):
         self.output_tokens = 0
         self.turn_count = 0
         self.slide_expiry()
-        self.save(
-            update_fields=[
-                "message_count",
-                "token_count",
-                "input_tokens",
-                "output_tokens",
-                "turn_count",
-                "last_activity_at",
-                "expires_at",
-            ]
-        )
+        self.save(update_fields=self.CONVERSATION_FIELDS)
 
 
 class Turn(models.Model):
