@@ -54,8 +54,30 @@ def test_missing_or_wrong_key_is_401(agent, method, path):
     response = getattr(client, method)(BASE + path)
     assert response.status_code == 401
     assert response.json() == {"detail": "Unauthorized"}
-    response = getattr(client, method)(BASE + path, headers={"Authorization": "Bearer mk_nope"})
-    assert response.status_code == 401
+    for header in ("Bearer mk_nope", "Basic abc", "Bearer "):
+        response = getattr(client, method)(BASE + path, headers={"Authorization": header})
+        assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "method,path,body",
+    [
+        ("post", "/sessions/s1/turns", turn(("user", "hi"))),
+        ("put", "/sessions/s1", {"goal": "x"}),
+        ("patch", "/agent", {"max_messages": 1}),
+    ],
+)
+def test_writes_without_a_valid_key_are_401_and_change_nothing(agent, method, path, body):
+    import json
+
+    for headers in ({}, {"Authorization": "Bearer mk_nope"}):
+        response = getattr(Client(), method)(
+            BASE + path, json.dumps(body), content_type="application/json", headers=headers
+        )
+        assert response.status_code == 401
+    assert nothing_stored()
+    agent.refresh_from_db()
+    assert agent.max_messages == 100
 
 
 def test_write_without_key_is_401_and_stores_nothing(agent):
@@ -635,3 +657,5 @@ def test_turns_metadata_is_paginated(api):
         iterations += [t["iteration"] for t in page["items"]]
     assert iterations == [1, 2, 3, 4, 5]
     assert api.get(BASE + "/sessions/s1/turns", {"limit": 500}).status_code == 422
+    assert api.get(BASE + "/sessions/s1/turns", {"cursor": "%%%"}).status_code == 422
+    assert api.get(BASE + "/sessions/absent/turns").status_code == 404

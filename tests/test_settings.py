@@ -83,13 +83,14 @@ def test_bad_values_are_startup_errors_naming_the_variable(name, value):
     assert name in result.stderr
 
 
-def test_embedded_default_is_sqlite_wal_and_in_process_tasks():
+def _settings_of(env_overrides: dict) -> list[str]:
     result = subprocess.run(
         [
             sys.executable,
             "-c",
             "import django; django.setup(); from django.conf import settings as s; "
-            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER)",
+            "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, "
+            "s.CELERY_BROKER_URL)",
         ],
         cwd=ROOT,
         env={
@@ -97,9 +98,21 @@ def test_embedded_default_is_sqlite_wal_and_in_process_tasks():
             for k, v in os.environ.items()
             if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG")
         }
-        | {"DJANGO_SETTINGS_MODULE": "memoryapp.settings"},
+        | {"DJANGO_SETTINGS_MODULE": "memoryapp.settings"}
+        | env_overrides,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.stdout.split() == ["django.db.backends.sqlite3", "True"]
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_embedded_default_is_sqlite_and_in_process_tasks():
+    assert _settings_of({}) == ["django.db.backends.sqlite3", "True", "memory://"]
+
+
+def test_production_urls_switch_to_postgres_and_redis_workers():
+    assert _settings_of(
+        {"DATABASE_URL": "postgres://u@db:5432/m", "REDIS_URL": "redis://cache:6379/2"}
+    ) == ["django.db.backends.postgresql", "False", "redis://cache:6379/2"]
