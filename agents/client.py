@@ -169,3 +169,91 @@ class MemoryClient:
             cursor = page["next_cursor"]
             if not cursor:
                 return
+
+    # --- memory engine -----------------------------------------------------------------
+
+    def context(self, key: str, *, query_hint: str = "", token_budget: int | None = None) -> dict:
+        params: dict[str, Any] = {}
+        if query_hint:
+            params["query_hint"] = query_hint
+        if token_budget is not None:
+            params["token_budget"] = token_budget
+        return self._request("GET", self._session_path(key) + "/context", params=params)
+
+    def context_items(self, key: str) -> list[dict]:
+        return self._request("GET", self._session_path(key) + "/context-items")["items"]
+
+    def set_context_item(
+        self, key: str, name: str, value: Any, *, source: str = "explicit", confidence: float = 1.0
+    ) -> dict:
+        return self._request(
+            "PUT",
+            self._session_path(key) + "/context-items/" + quote(name, safe=""),
+            json={"value": value, "source": source, "confidence": confidence},
+        )
+
+    def delete_context_item(self, key: str, name: str) -> None:
+        self._request("DELETE", self._session_path(key) + "/context-items/" + quote(name, safe=""))
+
+    def add_finding(self, key: str, **finding: Any) -> dict:
+        return self._request("POST", self._session_path(key) + "/findings", json=finding)
+
+    def findings(self, key: str) -> list[dict]:
+        return self._request("GET", self._session_path(key) + "/findings", params={"limit": 200})[
+            "items"
+        ]
+
+    def check_finding(self, key: str, tool: str, query: str) -> dict:
+        return self._request(
+            "GET",
+            self._session_path(key) + "/findings/check",
+            params={"tool": tool, "query": query},
+        )
+
+    def remember(
+        self,
+        content: str,
+        *,
+        memory_type: str = "fact",
+        confidence: float = 0.8,
+        session: str | None = None,
+    ) -> dict:
+        body: dict[str, Any] = {
+            "content": content,
+            "memory_type": memory_type,
+            "confidence": confidence,
+        }
+        if session:
+            body["session"] = session
+        return self._request("POST", "/memories", json=body)
+
+    def recall(self, query: str = "", **filters: Any) -> list[dict]:
+        params = {"query": query, **filters} if query else dict(filters)
+        return self._request("GET", "/memories", params=params)["items"]
+
+    def forget(self, memory_id: int) -> None:
+        self._request("DELETE", f"/memories/{int(memory_id)}")
+
+    def restore_memory(self, memory_id: int) -> dict:
+        return self._request("POST", f"/memories/{int(memory_id)}/restore")
+
+    def update_memory(self, memory_id: int, **changes: Any) -> dict:
+        return self._request("PATCH", f"/memories/{int(memory_id)}", json=changes)
+
+    def memory_history(self, memory_id: int) -> list[dict]:
+        return self._request("GET", f"/memories/{int(memory_id)}/history")["items"]
+
+    def tools(self, format: str = "openai") -> list[dict]:
+        return self._request("GET", "/tools", params={"format": format})
+
+    def call_tool(self, name: str, arguments: dict[str, Any], session: str | None = None) -> dict:
+        body: dict[str, Any] = {"name": name, "arguments": arguments}
+        if session:
+            body["session"] = session
+        return self._request("POST", "/tools/call", json=body)
+
+    def search(self, q: str, kind: str | None = None, limit: int = 20) -> dict:
+        params: dict[str, Any] = {"q": q, "limit": limit}
+        if kind:
+            params["kind"] = kind
+        return self._request("GET", "/search", params=params)

@@ -132,6 +132,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYAPP_MAX_BODY_BYTES
 MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS = env_int(
     "MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS", 2000, minimum=0, maximum=100_000
 )
+# Summary of pruned history: extractive (no model) unless an OpenAI-compatible endpoint
+# is named; a failing endpoint leaves the last summary in place, marked stale.
+MEMORYAPP_SUMMARIZER_URL = env_str("MEMORYAPP_SUMMARIZER_URL")
+MEMORYAPP_SUMMARIZER_MODEL = env_str("MEMORYAPP_SUMMARIZER_MODEL", "gpt-4o-mini")
+MEMORYAPP_SUMMARIZER_API_KEY = env_str("MEMORYAPP_SUMMARIZER_API_KEY")
+MEMORYAPP_SUMMARIZER_TIMEOUT = env_int("MEMORYAPP_SUMMARIZER_TIMEOUT", 20, minimum=1)
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
 

@@ -46,6 +46,7 @@ from memoryapp.core.conversation import (
     session_summary,
 )
 from memoryapp.core.models import Agent, Session, Turn
+from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
 
 api = NinjaAPI(
@@ -56,6 +57,10 @@ api = NinjaAPI(
     auth=ApiKeyAuth(),
     urls_namespace="api_v1",
 )
+
+from memoryapp.api.memory import router as memory_router  # noqa: E402
+
+api.add_router("/", memory_router)
 
 ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 MAX_PAGE = 200
@@ -318,13 +323,22 @@ def get_history(
     """The conversation pruned for the context window: every system message, then the
     newest contiguous run of the others within `max_messages` and `max_tokens` (defaults:
     the agent's `max_messages` and conversation budget). Never starts the run with a tool
-    result whose call was pruned. Deletes nothing."""
+    result whose call was pruned. Deletes nothing. `summary` covers what was pruned
+    (`stale` when the summarizer failed)."""
     session = _live_session(request, key)
     agent = session.agent
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
     answer = restore_history(session, max_messages=limit_messages, max_tokens=limit_tokens)
-    return {**answer, "max_messages": limit_messages, "max_tokens": limit_tokens}
+    kept = [m["seq"] for m in answer["messages"] if m["role"] != "system"]
+    pruned_through = kept[0] - 1 if kept else session.message_count
+    summary = summarize_pruned(session, pruned_through) if answer["pruned_count"] else None
+    return {
+        **answer,
+        "summary": summary,
+        "max_messages": limit_messages,
+        "max_tokens": limit_tokens,
+    }
 
 
 @api.get("/sessions/{key}/turns", response={200: TurnPage, **ERRORS}, tags=["turns"])

@@ -101,11 +101,19 @@ class HistoryMessageOut(Schema):
     tool_calls: list[dict[str, Any]] | None = None
 
 
+class SummaryOut(Schema):
+    text: str
+    covers_through_seq: int
+    stale: bool
+    error: str | None = None
+
+
 class HistoryOut(Schema):
     messages: list[HistoryMessageOut]
     token_count: int
     pruned_count: int
     pruned_tokens: int
+    summary: SummaryOut | None = None
     max_messages: int
     max_tokens: int
 

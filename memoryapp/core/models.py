@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from memoryapp.lib.matching import normalize_tool, queries_match
 from memoryapp.lib.tokens import DEFAULT_ENCODING
 
 CONFIDENCE_RANGE = Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
@@ -143,6 +144,12 @@ class Session(models.Model):
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     turn_count = models.PositiveIntegerField(default=0)
+    # Rolling summary of pruned history (memoryapp.core.summaries): the text, the last
+    # seq it covers, and the last summarizer error (then the summary is stale).
+    summary = models.TextField(blank=True)
+    summary_through_seq = models.PositiveIntegerField(default=0)
+    summary_updated_at = models.DateTimeField(null=True, blank=True)
+    summary_error = models.TextField(blank=True)
 
     objects = SessionQuerySet.as_manager()
 
@@ -201,13 +208,23 @@ class Session(models.Model):
         ToolCall.objects.filter(session=self).delete()
         Turn.objects.filter(session=self).delete()
         IdempotencyRecord.objects.filter(session=self).delete()
+        self.summary = ""
+        self.summary_through_seq = 0
+        self.summary_error = ""
         self.message_count = 0
         self.token_count = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.turn_count = 0
         self.slide_expiry()
-        self.save(update_fields=self.CONVERSATION_FIELDS)
+        self.save(
+            update_fields=[
+                *self.CONVERSATION_FIELDS,
+                "summary",
+                "summary_through_seq",
+                "summary_error",
+            ]
+        )
 
 
 class Turn(models.Model):
@@ -352,6 +369,63 @@ class Finding(models.Model):
     def __str__(self) -> str:
         return f"{self.tool}: {self.fact[:60]}"
 
+    EDITABLE = ("tool", "query", "fact", "step", "success", "file_path", "source")
+
+    def snapshot(self) -> dict:
+        return {name: getattr(self, name) for name in self.EDITABLE}
+
+    @classmethod
+    def known(cls, session: Session, tool: str, query: str) -> Finding | None:
+        """The stored finding that already answers `tool(query)`, if any (see
+        memoryapp.lib.matching for what counts as the same query)."""
+        wanted = normalize_tool(tool)
+        candidates = cls.objects.filter(session=session, tool__iexact=tool.strip())
+        # Newest first: when several match, the latest knowledge wins.
+        for finding in candidates.order_by("-updated_at", "-id")[:500]:
+            if normalize_tool(finding.tool) == wanted and queries_match(finding.query, query):
+                return finding
+        return None
+
+    @classmethod
+    def record(
+        cls,
+        session: Session,
+        *,
+        tool: str,
+        query: str,
+        fact: str,
+        actor: str,
+        step: int | None = None,
+        success: bool = True,
+        file_path: str = "",
+        source: str = "agent",
+    ) -> tuple[Finding, bool]:
+        """Add a finding, or update the one that already knows this: `(finding, created)`."""
+        existing = cls.known(session, tool, query)
+        values = {
+            "tool": tool.strip(),
+            "query": query,
+            "fact": fact,
+            "step": step,
+            "success": success,
+            "file_path": file_path,
+            "source": source,
+        }
+        if existing is None:
+            finding = cls.objects.create(session=session, **values)
+            MemoryEvent.record(finding, MemoryEvent.Action.ADD, None, finding.snapshot(), actor)
+            return finding, True
+        before = existing.snapshot()
+        for name, value in values.items():
+            setattr(existing, name, value)
+        existing.save()
+        MemoryEvent.record(existing, MemoryEvent.Action.UPDATE, before, existing.snapshot(), actor)
+        return existing, False
+
+    def remove(self, actor: str) -> None:
+        MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
+        self.delete()
+
 
 class ContextItem(models.Model):
     class Source(models.TextChoices):
@@ -376,6 +450,53 @@ class ContextItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value!r}"
+
+    def snapshot(self) -> dict:
+        return {
+            "key": self.key,
+            "value": self.value,
+            "source": self.source,
+            "confidence": self.confidence,
+        }
+
+    @classmethod
+    def put(
+        cls,
+        session: Session,
+        key: str,
+        value: object,
+        *,
+        source: str,
+        confidence: float,
+        actor: str,
+    ) -> tuple[ContextItem, bool]:
+        """Set one working-context item: `(item, applied)`. An inferred value never
+        overwrites an explicit or manual one of higher confidence (then nothing
+        changes and `applied` is False). Call inside a transaction."""
+        item = cls.objects.select_for_update().filter(session=session, key=key).first()
+        if item is None:
+            item = cls.objects.create(
+                session=session, key=key, value=value, source=source, confidence=confidence
+            )
+            MemoryEvent.record(item, MemoryEvent.Action.ADD, None, item.snapshot(), actor)
+            return item, True
+        if (
+            source == cls.Source.INFERRED
+            and item.source in (cls.Source.EXPLICIT, cls.Source.MANUAL)
+            and item.confidence > confidence
+        ):
+            return item, False
+        before = item.snapshot()
+        item.value, item.source, item.confidence = value, source, confidence
+        if item.snapshot() == before:
+            return item, True  # nothing changed: no event, no write
+        item.save(update_fields=["value", "source", "confidence", "updated_at"])
+        MemoryEvent.record(item, MemoryEvent.Action.UPDATE, before, item.snapshot(), actor)
+        return item, True
+
+    def remove(self, actor: str) -> None:
+        MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
+        self.delete()
 
 
 class MemoryQuerySet(models.QuerySet):
@@ -411,6 +532,8 @@ class Memory(models.Model):
     )
     memory_type = models.CharField(max_length=32, choices=Type.choices, default=Type.FACT)
     content = models.TextField()
+    # Hash of the normalized content: "the same fact again" is found by index, not scan.
+    content_key = models.CharField(max_length=64, editable=False, default="")
     confidence = models.FloatField(default=0.8)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.AGENT)
@@ -433,10 +556,134 @@ class Memory(models.Model):
         indexes = [
             # Recall without a query: an agent's active memories by confidence.
             models.Index(fields=["agent", "status", "-confidence"], name="memory_agent_confidence"),
+            # remember(): is this fact already known to the agent?
+            models.Index(fields=["agent", "content_key"], name="memory_agent_content"),
         ]
 
     def __str__(self) -> str:
         return f"[{self.memory_type}] {self.content[:60]}"
+
+    def snapshot(self) -> dict:
+        return {
+            "memory_type": self.memory_type,
+            "content": self.content,
+            "confidence": self.confidence,
+            "status": self.status,
+            "superseded_by": self.superseded_by_id,
+        }
+
+    @staticmethod
+    def content_key_for(content: str) -> str:
+        normal = " ".join(content.casefold().split()).rstrip(".!;, ")
+        return hashlib.sha256(normal.encode()).hexdigest()
+
+    @staticmethod
+    def strengthen(old: float, new: float) -> float:
+        """Hearing a fact again raises confidence (noisy-or): 0.6 then 0.6 gives 0.84."""
+        return round(min(1.0, 1 - (1 - old) * (1 - new)), 4)
+
+    @classmethod
+    def remember(
+        cls,
+        agent: Agent,
+        content: str,
+        *,
+        memory_type: str,
+        confidence: float,
+        actor: str,
+        session: Session | None = None,
+        source: str = "agent",
+    ) -> tuple[Memory, bool]:
+        """Store a fact: `(memory, created)`. The same fact again (same type, same text up
+        to case, spacing and final punctuation) strengthens the active memory instead of
+        adding a copy. Call inside a transaction."""
+        key = cls.content_key_for(content)
+        existing = (
+            cls.objects.select_for_update()
+            .filter(agent=agent, content_key=key, memory_type=memory_type, status=cls.Status.ACTIVE)
+            .first()
+        )
+        if existing is not None:
+            before = existing.snapshot()
+            existing.confidence = cls.strengthen(existing.confidence, confidence)
+            existing.save(update_fields=["confidence", "updated_at"])
+            MemoryEvent.record(
+                existing, MemoryEvent.Action.UPDATE, before, existing.snapshot(), actor
+            )
+            return existing, False
+        memory = cls.objects.create(
+            agent=agent,
+            session=session,
+            memory_type=memory_type,
+            content=content,
+            content_key=key,
+            confidence=confidence,
+            source=source,
+        )
+        MemoryEvent.record(memory, MemoryEvent.Action.ADD, None, memory.snapshot(), actor)
+        return memory, True
+
+    def revise(
+        self,
+        *,
+        actor: str,
+        content: str | None = None,
+        memory_type: str | None = None,
+        confidence: float | None = None,
+        source: str | None = None,
+    ) -> Memory:
+        """Change this memory. New content replaces the fact: a new memory is created and
+        this one is marked superseded, linking to it; the new one is returned. Type and
+        confidence alone change this memory in place. Call inside a transaction."""
+        if content is not None and content != self.content:
+            replacement = Memory.objects.create(
+                agent=self.agent,
+                session=self.session,
+                memory_type=memory_type or self.memory_type,
+                content=content,
+                content_key=self.content_key_for(content),
+                confidence=self.confidence if confidence is None else confidence,
+                source=source or self.source,
+            )
+            MemoryEvent.record(
+                replacement, MemoryEvent.Action.ADD, None, replacement.snapshot(), actor
+            )
+            before = self.snapshot()
+            self.status = self.Status.SUPERSEDED
+            self.superseded_by = replacement
+            self.save(update_fields=["status", "superseded_by", "updated_at"])
+            MemoryEvent.record(self, MemoryEvent.Action.UPDATE, before, self.snapshot(), actor)
+            return replacement
+        before = self.snapshot()
+        if memory_type is not None:
+            self.memory_type = memory_type
+        if confidence is not None:
+            self.confidence = confidence
+        if source is not None:
+            self.source = source
+        if self.snapshot() != before:
+            self.save(update_fields=["memory_type", "confidence", "source", "updated_at"])
+            MemoryEvent.record(self, MemoryEvent.Action.UPDATE, before, self.snapshot(), actor)
+        return self
+
+    def archive(self, actor: str) -> bool:
+        """Forget softly: archived memories leave recall and context but can be restored."""
+        if self.status != self.Status.ACTIVE:
+            return False
+        before = self.snapshot()
+        self.status = self.Status.ARCHIVED
+        self.save(update_fields=["status", "updated_at"])
+        MemoryEvent.record(self, MemoryEvent.Action.DELETE, before, self.snapshot(), actor)
+        return True
+
+    def restore(self, actor: str) -> bool:
+        if self.status != self.Status.ARCHIVED:
+            return False
+        before = self.snapshot()
+        self.status = self.Status.ACTIVE
+        self.save(update_fields=["status", "updated_at"])
+        MemoryEvent.record(self, MemoryEvent.Action.RESTORE, before, self.snapshot(), actor)
+        return True
 
 
 class MemoryEvent(models.Model):
@@ -469,6 +716,28 @@ class MemoryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target_kind}#{self.target_id} by {self.actor}"
+
+    @classmethod
+    def record(
+        cls, target: models.Model, action: str, before: dict | None, after: dict | None, actor: str
+    ) -> MemoryEvent:
+        if isinstance(target, Memory):
+            kind, agent_id = cls.Target.MEMORY, target.agent_id
+        elif isinstance(target, Finding):
+            kind, agent_id = cls.Target.FINDING, target.session.agent_id
+        elif isinstance(target, ContextItem):
+            kind, agent_id = cls.Target.CONTEXT_ITEM, target.session.agent_id
+        else:
+            raise TypeError(f"no history is kept for {type(target).__name__}")
+        return cls.objects.create(
+            agent_id=agent_id,
+            target_kind=kind,
+            target_id=target.pk,
+            action=action,
+            before=before,
+            after=after,
+            actor=actor[:200],
+        )
 
 
 class Subtask(models.Model):

@@ -1,0 +1,295 @@
+"""Context assembly: what an agent gets back before each model call.
+
+The token budget is split by memoryapp.lib.budget. Sections are filled by priority, each
+a prefix of its priority order, so truncation always drops the least important first:
+- working: working-context items by confidence (then recency), then findings newest
+  first, in the working share (findings are execution memory: working memory);
+- long-term: with a `query_hint`, the 10 most relevant active memories, without one the
+  5 most confident with confidence >= 0.7; kept by confidence within the long-term share;
+- conversation: the pruned-history rule within its share plus what working and long-term
+  left unused;
+- system: session state (goal, current subtask, active files, recent tools) and the
+  summary of pruned history, in the system share.
+Every count is exact: the stored per-message counts for the conversation, tiktoken over
+the formatted markdown for the rest. The cost is bounded by the budget and the limits,
+not by how much the session holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import F
+from django.utils import timezone
+
+from memoryapp.core import search
+from memoryapp.core.conversation import restore_history
+from memoryapp.core.models import ContextItem, Finding, Memory, Session, Subtask, ToolCall
+from memoryapp.core.summaries import summarize_pruned
+from memoryapp.lib import prompt as fmt
+from memoryapp.lib import tokens
+from memoryapp.lib.budget import allocate_budget, effective_budget
+
+MEMORIES_WITH_HINT = 10
+MEMORIES_WITHOUT_HINT = 5
+MIN_CONFIDENCE_WITHOUT_HINT = 0.7
+MAX_WORKING_ITEMS = 500
+MAX_FINDINGS = 200
+RECENT_TOOL_CALLS = 50
+
+
+@dataclass
+class Fitted:
+    """A section's kept items (a prefix of the candidates) and its exact token count."""
+
+    kept: list = field(default_factory=list)
+    text: str = ""
+    tokens: int = 0
+    dropped: int = 0
+
+
+def fit_lines(encoding, header: str, candidates: list, line_of, budget: int) -> Fitted:
+    """Keep the longest prefix of `candidates` whose section fits `budget` tokens."""
+    if not candidates:
+        return Fitted()
+    kept, lines = [], []
+    # Lines are separate pre-tokens for tiktoken (split at newlines), so per-line counts add
+    # up; the exact count of the final text is checked below all the same.
+    used = tokens.count_text(encoding, header + "\n\n")
+    for item in candidates:
+        line = line_of(item)
+        cost = tokens.count_text(encoding, line + "\n")
+        if used + cost > budget:
+            break
+        kept.append(item)
+        lines.append(line)
+        used += cost
+    while kept:
+        text = header + "\n" + "\n".join(lines)
+        exact = tokens.count_text(encoding, text + "\n\n")
+        if exact <= budget:
+            return Fitted(kept, text, exact, len(candidates) - len(kept))
+        kept.pop()
+        lines.pop()
+    return Fitted(dropped=len(candidates))
+
+
+def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionState:
+    subtasks = list(
+        Subtask.objects.filter(
+            session=session, status__in=[Subtask.Status.IN_PROGRESS, Subtask.Status.PENDING]
+        ).order_by("position", "id")[:20]
+    )
+    current = next((t for t in subtasks if t.status == Subtask.Status.IN_PROGRESS), None) or (
+        subtasks[0] if subtasks else None
+    )
+    calls = list(
+        ToolCall.objects.filter(session=session)
+        .order_by("-id")
+        .values_list("tool", "file_path")[:RECENT_TOOL_CALLS]
+    )
+    files: list[str] = []
+    for item in items:
+        if item.key in ("active_file", "active_files"):
+            values = item.value if isinstance(item.value, list) else [item.value]
+            files.extend(str(v) for v in values if v)
+    for _, path in calls:
+        if path:
+            files.append(path)
+    tools: list[str] = []
+    for tool, _ in calls:
+        if tool not in tools:
+            tools.append(tool)
+    return fmt.SessionState(
+        goal=session.goal,
+        subtask=current.title if current else "",
+        subtask_status=current.status if current else "",
+        active_files=list(dict.fromkeys(files))[:5],
+        recent_tools=tools[:5],
+    )
+
+
+def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
+    agent = session.agent
+    if query_hint.strip():
+        hits = search.search(
+            agent, query_hint, kinds=("memory",), limit=MEMORIES_WITH_HINT, memory_status="active"
+        )
+        by_id = Memory.objects.in_bulk([hit.id for hit in hits])
+        found = [by_id[hit.id] for hit in hits if hit.id in by_id]
+    else:
+        found = list(
+            Memory.objects.for_agent(agent)
+            .active()
+            .filter(confidence__gte=MIN_CONFIDENCE_WITHOUT_HINT)
+            .order_by("-confidence", "-updated_at", "-id")[:MEMORIES_WITHOUT_HINT]
+        )
+    # Within the budget the highest confidence are kept first.
+    return sorted(found, key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id))
+
+
+def memory_dict(memory: Memory) -> dict:
+    return {
+        "id": memory.id,
+        "memory_type": memory.memory_type,
+        "content": memory.content,
+        "confidence": memory.confidence,
+        "status": memory.status,
+        "source": memory.source,
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
+    }
+
+
+def finding_dict(finding: Finding) -> dict:
+    return {
+        "id": finding.id,
+        "tool": finding.tool,
+        "query": finding.query,
+        "fact": finding.fact,
+        "step": finding.step,
+        "success": finding.success,
+        "file_path": finding.file_path,
+        "source": finding.source,
+        "group": fmt.finding_group(finding.tool),
+        "updated_at": finding.updated_at.isoformat(),
+    }
+
+
+def assemble_context(
+    session: Session, *, token_budget: int | None = None, query_hint: str = ""
+) -> dict:
+    agent = session.agent
+    encoding = tokens.get_encoding(agent.encoding)
+    budget = allocate_budget(
+        agent.token_budget if token_budget is None else token_budget,
+        {
+            "system": agent.system_budget,
+            "conversation": agent.conversation_budget,
+            "working": agent.working_budget,
+            "long_term": agent.long_term_budget,
+        },
+    )
+
+    # Working: context items by confidence, then findings newest first.
+    items = list(
+        ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
+            :MAX_WORKING_ITEMS
+        ]
+    )
+    working = fit_lines(
+        encoding,
+        "## Session Context",
+        items,
+        lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
+        budget.working,
+    )
+    findings = list(
+        Finding.objects.filter(session=session).order_by("-updated_at", "-id")[:MAX_FINDINGS]
+    )
+    # The longest newest-first prefix that fits: its cost only grows with its length,
+    # so a binary search needs a handful of exact counts.
+    room = budget.working - working.tokens
+    low, high = 0, len(findings)
+    while low < high:
+        middle = (low + high + 1) // 2
+        text = fmt.findings_section(_finding_items(findings[:middle]))
+        if tokens.count_text(encoding, text + "\n\n") <= room:
+            low = middle
+        else:
+            high = middle - 1
+    kept_findings = findings[:low]
+    findings_text = fmt.findings_section(_finding_items(kept_findings))
+    findings_tokens = tokens.count_text(encoding, findings_text + "\n\n") if findings_text else 0
+    working_tokens = working.tokens + findings_tokens
+
+    # Long-term memories.
+    memories = fit_lines(
+        encoding,
+        "## Remembered Information",
+        _memory_candidates(session, query_hint),
+        lambda m: fmt.memory_line(
+            fmt.MemoryItem(m.memory_type, m.content, m.confidence, m.updated_at)
+        ),
+        budget.long_term,
+    )
+
+    # Conversation, with what working and long-term left unused.
+    effective = effective_budget(budget, {"working": working_tokens, "long_term": memories.tokens})
+    history = restore_history(
+        session, max_messages=agent.max_messages, max_tokens=effective.conversation
+    )
+    conversation = history["messages"]
+    conversation_tokens = history["token_count"]
+    if conversation_tokens > effective.conversation:
+        # Only system messages can overflow (they are always kept by the history rule);
+        # here the budget is strict, so keep the oldest of them that fit.
+        conversation, used = [], 0
+        for message in history["messages"]:
+            if message["role"] != "system":
+                break
+            if used + message["token_count"] + tokens.REPLY_PRIMING_TOKENS > effective.conversation:
+                break
+            conversation.append(message)
+            used += message["token_count"]
+        conversation_tokens = used + tokens.REPLY_PRIMING_TOKENS if conversation else 0
+
+    # System: session state and the summary of what the conversation pruned.
+    kept_other = [m["seq"] for m in conversation if m["role"] != "system"]
+    pruned_through = (kept_other[0] - 1) if kept_other else session.message_count
+    summary = summarize_pruned(session, pruned_through) if history["pruned_count"] else None
+    state_text = fmt.state_section(_session_state(session, items))
+    summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
+    system_text, system_tokens = "", 0
+    while True:
+        candidate = fmt.join_sections([state_text, fmt.summary_section("\n".join(summary_lines))])
+        cost = tokens.count_text(encoding, candidate + "\n\n") if candidate else 0
+        if cost <= budget.system:
+            system_text, system_tokens = candidate, cost
+            break
+        if summary_lines:
+            summary_lines.pop(0)  # the oldest summary lines go first
+        elif state_text:
+            state_text = "\n".join(state_text.splitlines()[:-1])
+            if state_text.count("\n") == 0:
+                state_text = ""
+        else:
+            break
+
+    prompt = fmt.join_sections([system_text, working.text, findings_text, memories.text])
+    if memories.kept:
+        Memory.objects.filter(id__in=[m.id for m in memories.kept]).update(
+            last_accessed_at=timezone.now(), access_count=F("access_count") + 1
+        )
+    counts = {
+        "system": system_tokens,
+        "conversation": conversation_tokens,
+        "working": working_tokens,
+        "long_term": memories.tokens,
+    }
+    counts["total"] = sum(counts.values())
+    return {
+        "conversation": conversation,
+        "working_context": {i.key: i.value for i in working.kept},
+        "working_context_items": [
+            {"key": i.key, "value": i.value, "source": i.source, "confidence": i.confidence}
+            for i in working.kept
+        ],
+        "long_term_memories": [memory_dict(m) for m in memories.kept],
+        "findings": [finding_dict(f) for f in kept_findings],
+        "summary": summary,
+        "token_counts": counts,
+        "budget": {**effective.as_dict(), "conversation_base": budget.conversation},
+        "cut": {
+            "messages": history["pruned_count"] + len(history["messages"]) - len(conversation),
+            "message_tokens": history["pruned_tokens"],
+            "working_items": working.dropped,
+            "findings": len(findings) - len(kept_findings),
+            "memories": memories.dropped,
+        },
+        "prompt": prompt,
+    }
+
+
+def _finding_items(findings: list[Finding]) -> list[fmt.FindingItem]:
+    return [fmt.FindingItem(f.tool, f.query, f.fact, f.file_path, f.success) for f in findings]

@@ -1,0 +1,177 @@
+"""Markdown that a memory context injects into an agent's prompt.
+
+Sections, each left out when empty (an empty context gives an empty prompt):
+- `## Session State`: goal, current subtask and its status, active files, recent tools;
+- `## Earlier Conversation`: the summary of pruned history;
+- `## Session Context`: working context, `- **Active file**: lib/app.ex`;
+- `# Execution Memory`: findings grouped as Files Already Read, Previous Search Results,
+  Other Findings;
+- `## Remembered Information`: `- [fact] (high confidence) content (2026-11-20)`.
+
+Everything here came from an agent or a model, so text is put on one line and escaped
+where markdown would read it as structure (emphasis, links, code, HTML, headings).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+_ALWAYS = re.compile(r"([\\`*\[\]<>|~])")
+# '_' only starts or ends emphasis at a word boundary; inside words (my_file.py) it is text.
+_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_LINE_START = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
+
+
+def escape_markdown(text: str) -> str:
+    """One line of plain text, safe to place inside a markdown list item."""
+    one_line = " ".join(str(text).split())
+    escaped = _ALWAYS.sub(r"\\\1", one_line)
+    escaped = _UNDERSCORE.sub(r"\\_", escaped)
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+
+
+def humanize_key(key: str) -> str:
+    words = re.sub(r"[_\-.\s]+", " ", key).strip()
+    return escape_markdown(words[:1].upper() + words[1:]) if words else "(empty)"
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, str):
+        return escape_markdown(value)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return escape_markdown(", ".join(str(v) for v in value))
+    return escape_markdown(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def confidence_badge(confidence: float) -> str:
+    if confidence >= 0.8:
+        return "(high confidence)"
+    if confidence >= 0.5:
+        return "(medium confidence)"
+    return "(low confidence)"
+
+
+@dataclass(frozen=True)
+class WorkingItem:
+    key: str
+    value: Any
+    confidence: float = 1.0
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    memory_type: str
+    content: str
+    confidence: float
+    updated: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FindingItem:
+    tool: str
+    query: str
+    fact: str
+    file_path: str = ""
+    success: bool = True
+
+
+@dataclass(frozen=True)
+class SessionState:
+    goal: str = ""
+    subtask: str = ""
+    subtask_status: str = ""
+    active_files: list[str] = field(default_factory=list)
+    recent_tools: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (self.goal or self.subtask or self.active_files or self.recent_tools)
+
+
+def working_line(item: WorkingItem) -> str:
+    return f"- **{humanize_key(item.key)}**: {format_value(item.value)}"
+
+
+def memory_line(item: MemoryItem) -> str:
+    date = f" ({item.updated.date().isoformat()})" if item.updated else ""
+    kind = escape_markdown(item.memory_type)
+    return f"- [{kind}] {confidence_badge(item.confidence)} {escape_markdown(item.content)}{date}"
+
+
+_SEARCH_TOOL = re.compile(r"(grep|search|glob|find|\brg\b|ripgrep)", re.I)
+_READ_TOOL = re.compile(r"(read|open|cat\b|view|head\b|tail\b)", re.I)
+
+FILES_READ = "Files Already Read"
+SEARCHES = "Previous Search Results"
+OTHER = "Other Findings"
+FINDING_GROUPS = (FILES_READ, SEARCHES, OTHER)
+
+
+def finding_group(tool: str) -> str:
+    """Search tools first: `find_file` is a search even though it names a file."""
+    if _SEARCH_TOOL.search(tool):
+        return SEARCHES
+    if _READ_TOOL.search(tool):
+        return FILES_READ
+    return OTHER
+
+
+def finding_line(item: FindingItem) -> str:
+    group = finding_group(item.tool)
+    failed = " (failed)" if not item.success else ""
+    if group == FILES_READ:
+        subject = item.file_path or item.query
+        return f"- {escape_markdown(subject)}: {escape_markdown(item.fact)}{failed}"
+    if group == SEARCHES:
+        return f"- {escape_markdown(item.query)}: {escape_markdown(item.fact)}{failed}"
+    query = f" ({escape_markdown(item.query)})" if item.query else ""
+    return f"- {escape_markdown(item.tool)}{query}: {escape_markdown(item.fact)}{failed}"
+
+
+def state_section(state: SessionState | None) -> str:
+    if state is None or state.is_empty():
+        return ""
+    lines = ["## Session State"]
+    if state.goal:
+        lines.append(f"- **Goal**: {escape_markdown(state.goal)}")
+    if state.subtask:
+        status = f" ({escape_markdown(state.subtask_status)})" if state.subtask_status else ""
+        lines.append(f"- **Current subtask**: {escape_markdown(state.subtask)}{status}")
+    if state.active_files:
+        lines.append(f"- **Active files**: {escape_markdown(', '.join(state.active_files))}")
+    if state.recent_tools:
+        lines.append(f"- **Recent tools**: {escape_markdown(', '.join(state.recent_tools))}")
+    return "\n".join(lines)
+
+
+def summary_section(summary: str) -> str:
+    if not summary.strip():
+        return ""
+    body = "\n".join(escape_markdown(line) for line in summary.splitlines() if line.strip())
+    return "## Earlier Conversation\n" + body
+
+
+def working_section(lines: Iterable[str]) -> str:
+    lines = list(lines)
+    return "## Session Context\n" + "\n".join(lines) if lines else ""
+
+
+def memories_section(lines: Iterable[str]) -> str:
+    lines = list(lines)
+    return "## Remembered Information\n" + "\n".join(lines) if lines else ""
+
+
+def findings_section(items: Iterable[FindingItem]) -> str:
+    grouped: dict[str, list[str]] = {name: [] for name in FINDING_GROUPS}
+    for item in items:
+        grouped[finding_group(item.tool)].append(finding_line(item))
+    parts = [f"**{name}:**\n" + "\n".join(lines) for name, lines in grouped.items() if lines]
+    return "# Execution Memory\n\n" + "\n\n".join(parts) if parts else ""
+
+
+def join_sections(sections: Iterable[str]) -> str:
+    return "\n\n".join(s for s in sections if s)
