@@ -1,0 +1,236 @@
+"""Pure memory-engine logic: budget split, prompt formats, query matching, summaries."""
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryapp.lib import prompt as fmt
+from memoryapp.lib.budget import allocate_budget, effective_budget
+from memoryapp.lib.matching import NEAR_DUPLICATE_THRESHOLD, normalize_query, queries_match
+from memoryapp.lib.summarize import MAX_CHARS, MAX_LINES, Pruned, roll
+
+# --- budget ----------------------------------------------------------------------------
+
+
+def test_default_split():
+    b = allocate_budget(32000)
+    assert (b.system, b.conversation, b.working, b.long_term) == (2000, 20000, 4000, 6000)
+    b = allocate_budget(1000)
+    assert (b.system, b.conversation, b.working, b.long_term) == (62, 625, 125, 187)
+
+
+def test_system_share_is_capped_at_2000():
+    assert allocate_budget(100_000).system == 2000
+
+
+def test_overrides_and_their_limits():
+    b = allocate_budget(1000, {"working": 300, "long_term": None})
+    assert (b.working, b.long_term) == (300, 187)
+    assert b.conversation == 1000 - 62 - 300 - 187  # shrinks to what is left
+    b = allocate_budget(100, {"system": 80, "working": 80})
+    assert (b.system, b.working, b.long_term, b.conversation) == (80, 20, 0, 0)
+    with pytest.raises(ValueError):
+        allocate_budget(100, {"working": -1})
+    with pytest.raises(ValueError):
+        allocate_budget(100, {"bogus": 1})
+
+
+def test_unused_working_and_long_term_flow_to_the_conversation():
+    b = allocate_budget(1000)
+    e = effective_budget(b, {"working": 25, "long_term": 0})
+    # 100 unused working + 187 unused long-term + 1 never allocated by integer division
+    assert e.conversation == 625 + 100 + 187 + 1
+    assert e.system == b.system
+
+
+overrides = st.one_of(st.none(), st.integers(min_value=0, max_value=50_000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    total=st.integers(min_value=0, max_value=200_000),
+    system=overrides,
+    conversation=overrides,
+    working=overrides,
+    long_term=overrides,
+    used_working=st.integers(min_value=0, max_value=50_000),
+    used_long_term=st.integers(min_value=0, max_value=50_000),
+)
+def test_budget_never_exceeds_the_total(
+    total, system, conversation, working, long_term, used_working, used_long_term
+):
+    b = allocate_budget(
+        total,
+        {
+            "system": system,
+            "conversation": conversation,
+            "working": working,
+            "long_term": long_term,
+        },
+    )
+    assert min(b.system, b.conversation, b.working, b.long_term) >= 0
+    assert b.system + b.conversation + b.working + b.long_term <= total
+    used_w, used_lt = min(used_working, b.working), min(used_long_term, b.long_term)
+    e = effective_budget(b, {"working": used_w, "long_term": used_lt})
+    assert b.system + e.conversation + used_w + used_lt <= total
+
+
+# --- prompt formats --------------------------------------------------------------------
+
+
+def test_working_context_line_humanizes_the_key():
+    line = fmt.working_line(fmt.WorkingItem("active_file", "lib/app.ex"))
+    assert line == "- **Active file**: lib/app.ex"
+    assert fmt.working_line(fmt.WorkingItem("primary-language", "Elixir")) == (
+        "- **Primary language**: Elixir"
+    )
+
+
+@pytest.mark.parametrize(
+    "confidence,badge",
+    [(1.0, "high"), (0.8, "high"), (0.79, "medium"), (0.5, "medium"), (0.49, "low"), (0, "low")],
+)
+def test_confidence_badges(confidence, badge):
+    assert fmt.confidence_badge(confidence) == f"({badge} confidence)"
+
+
+def test_memory_line_has_type_badge_and_date():
+    when = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    line = fmt.memory_line(fmt.MemoryItem("fact", "Tests use pytest", 0.9, when))
+    assert line == "- [fact] (high confidence) Tests use pytest (2026-11-20)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "**bold** and _emph_",
+        "[click](javascript:alert(1))",
+        "<script>alert(1)</script>",
+        "line one\n## Injected heading\n- injected item",
+        "`code` | table | ~~strike~~",
+        "# heading at start",
+        "1. numbered",
+    ],
+)
+def test_untrusted_text_cannot_add_markdown_structure(text):
+    escaped = fmt.escape_markdown(text)
+    assert "\n" not in escaped
+    # With every backslash-escaped character removed, no markdown syntax is left.
+    bare = re.sub(r"\\.", "", escaped)
+    for char in "*[]<>`|~":
+        assert char not in bare
+    assert not escaped.startswith(("#", "1."))
+
+
+def test_underscores_inside_words_are_left_alone():
+    assert fmt.escape_markdown("src/my_module.py") == "src/my_module.py"
+
+
+def test_findings_grouped_for_execution_memory():
+    text = fmt.findings_section(
+        [
+            fmt.FindingItem("fs:read", "src/a.ts", "exports A, B", "src/a.ts"),
+            fmt.FindingItem("Grep", "VectorStore", "3 matches: a.ts, b.ts, c.ts"),
+            fmt.FindingItem("find_file", "missing_colon.py", "1 match"),
+            fmt.FindingItem("bash", "pytest -q", "exit 1: 2 failed", success=False),
+        ]
+    )
+    assert text.startswith(
+        "# Execution Memory\n\n**Files Already Read:**\n- src/a.ts: exports A, B"
+    )
+    assert "**Previous Search Results:**\n- VectorStore: 3 matches" in text
+    assert "- missing_colon.py: 1 match" in text
+    assert "**Other Findings:**\n- bash (pytest -q): exit 1: 2 failed (failed)" in text
+
+
+def test_empty_sections_are_left_out():
+    assert fmt.findings_section([]) == ""
+    assert fmt.working_section([]) == ""
+    assert fmt.memories_section([]) == ""
+    assert fmt.state_section(fmt.SessionState()) == ""
+    assert fmt.summary_section("  ") == ""
+    assert fmt.join_sections(["", "", ""]) == ""
+
+
+def test_session_state_section():
+    text = fmt.state_section(
+        fmt.SessionState(
+            goal="Fix the login bug",
+            subtask="Write a failing test",
+            subtask_status="in_progress",
+            active_files=["lib/auth.ex"],
+            recent_tools=["grep", "read_file"],
+        )
+    )
+    assert text == (
+        "## Session State\n- **Goal**: Fix the login bug\n"
+        "- **Current subtask**: Write a failing test (in_progress)\n"
+        "- **Active files**: lib/auth.ex\n- **Recent tools**: grep, read_file"
+    )
+
+
+# --- matching --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a,b,same",
+    [
+        ("./src/a.ts", "src/a.ts", True),
+        ("src//a.ts", "src/a.ts", True),
+        ("src\\a.ts", "src/a.ts", True),
+        ("src/a.ts/", "src/a.ts", True),
+        ('"VectorStore"', "vectorstore", True),
+        ("VectorStore", "VectorStore interface", True),
+        ("  user   auth ", "User Auth", True),
+        ("src/a.ts", "src/b.ts", False),
+        ("user auth flow", "payment flow", False),
+        ("VectorStore", "EmbeddingCache", False),
+    ],
+)
+def test_query_matching(a, b, same):
+    assert queries_match(a, b) is same
+
+
+def test_threshold_is_documented_and_applied():
+    assert NEAR_DUPLICATE_THRESHOLD == 0.5
+    assert queries_match("alpha beta", "alpha gamma delta") is False  # 1/4 < 0.5
+    assert queries_match("alpha beta", "alpha beta gamma") is True  # 2/3
+    assert normalize_query("./A/B.ts") == "a/b.ts"
+
+
+# --- summaries -------------------------------------------------------------------------
+
+
+def _pruned(n, start=2):
+    return [
+        Pruned(i, "user" if i % 2 else "assistant", f"Step {i} changed file_{i}.py. Then more.")
+        for i in range(start, start + n)
+    ]
+
+
+def test_summary_is_deterministic_and_keeps_task_and_newest():
+    first = roll([], "Fix the failing build. Details follow.", _pruned(100))
+    assert first == roll([], "Fix the failing build. Details follow.", _pruned(100))
+    assert first[0] == "Task: Fix the failing build."
+    assert first[-1].endswith("Step 101 changed file_101.py.")
+    assert "(earlier steps omitted)" in first
+    assert len(first) <= MAX_LINES and len("\n".join(first)) <= MAX_CHARS
+
+
+def test_summary_rolls_forward():
+    first = roll([], "Task one", _pruned(3))
+    second = roll(first, "Task one", _pruned(2, start=5))
+    assert second[: len(first)] == first
+    assert second[-1].startswith("User: Step 6") or second[-1].startswith("Assistant: Step 6")
+    assert roll(first, "Task one", [], skipped=500)[-1] == "(500 messages not summarized)"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=400), max_size=300))
+def test_summary_is_always_bounded(contents):
+    lines = roll([], "task", [Pruned(i, "user", c) for i, c in enumerate(contents)])
+    assert len(lines) <= MAX_LINES
+    assert len("\n".join(lines)) <= MAX_CHARS
