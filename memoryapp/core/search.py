@@ -123,9 +123,10 @@ def _sqlite(agent, words, kinds, memory_status, now):
         params += [match, agent.pk, now]
     if "finding" in kinds:
         parts.append(
-            "SELECT 'finding', f.id, -bm25(core_finding_fts), "
-            "snippet(core_finding_fts, 0, char(2), char(3), '…', 16), "
-            "s.key, f.step, f.tool, NULL, NULL "
+            "SELECT 'finding' AS kind, f.id AS id, -bm25(core_finding_fts) AS rank, "
+            "snippet(core_finding_fts, 0, char(2), char(3), '…', 16) AS snippet, "
+            "s.key AS session, f.step AS seq, f.tool AS role, NULL AS status, "
+            "NULL AS confidence "
             "FROM core_finding_fts JOIN core_finding f ON f.id = core_finding_fts.rowid "
             "JOIN core_session s ON s.id = f.session_id "
             "WHERE core_finding_fts MATCH %s AND s.agent_id = %s AND s.expires_at > %s"
@@ -134,9 +135,10 @@ def _sqlite(agent, words, kinds, memory_status, now):
     if "memory" in kinds:
         status_sql = " AND mem.status = %s" if memory_status else ""
         parts.append(
-            "SELECT 'memory', mem.id, -bm25(core_memory_fts), "
-            "snippet(core_memory_fts, 0, char(2), char(3), '…', 16), "
-            "NULL, NULL, mem.memory_type, mem.status, mem.confidence "
+            "SELECT 'memory' AS kind, mem.id AS id, -bm25(core_memory_fts) AS rank, "
+            "snippet(core_memory_fts, 0, char(2), char(3), '…', 16) AS snippet, "
+            "NULL AS session, NULL AS seq, mem.memory_type AS role, mem.status AS status, "
+            "mem.confidence AS confidence "
             "FROM core_memory_fts JOIN core_memory mem ON mem.id = core_memory_fts.rowid "
             "WHERE core_memory_fts MATCH %s AND mem.agent_id = %s" + status_sql
         )
@@ -163,10 +165,11 @@ def _postgres(agent, words, kinds, memory_status, now):
         params += [options, tsquery, agent.pk, now]
     if "finding" in kinds:
         parts.append(
-            "SELECT 'finding', f.id, "
-            "ts_rank(to_tsvector('english'::regconfig, f.fact || ' ' || f.query), q), "
-            "ts_headline('english'::regconfig, f.fact, q, %s), "
-            "s.key, f.step, f.tool, NULL, NULL "
+            "SELECT 'finding' AS kind, f.id AS id, "
+            "ts_rank(to_tsvector('english'::regconfig, f.fact || ' ' || f.query), q) AS rank, "
+            "ts_headline('english'::regconfig, f.fact, q, %s) AS snippet, "
+            "s.key AS session, f.step AS seq, f.tool AS role, NULL AS status, "
+            "NULL::double precision AS confidence "
             "FROM core_finding f JOIN core_session s ON s.id = f.session_id, "
             "to_tsquery('english'::regconfig, %s) q "
             "WHERE to_tsvector('english'::regconfig, f.fact || ' ' || f.query) @@ q "
@@ -176,10 +179,11 @@ def _postgres(agent, words, kinds, memory_status, now):
     if "memory" in kinds:
         status_sql = " AND mem.status = %s" if memory_status else ""
         parts.append(
-            "SELECT 'memory', mem.id, "
-            "ts_rank(to_tsvector('english'::regconfig, mem.content), q), "
-            "ts_headline('english'::regconfig, mem.content, q, %s), "
-            "NULL, NULL, mem.memory_type, mem.status, mem.confidence "
+            "SELECT 'memory' AS kind, mem.id AS id, "
+            "ts_rank(to_tsvector('english'::regconfig, mem.content), q) AS rank, "
+            "ts_headline('english'::regconfig, mem.content, q, %s) AS snippet, "
+            "NULL AS session, NULL AS seq, mem.memory_type AS role, mem.status AS status, "
+            "mem.confidence AS confidence "
             "FROM core_memory mem, to_tsquery('english'::regconfig, %s) q "
             "WHERE to_tsvector('english'::regconfig, mem.content) @@ q "
             "AND mem.agent_id = %s" + status_sql
