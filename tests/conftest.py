@@ -31,8 +31,8 @@ class ApiClient:
     def get(self, path: str, params: dict | None = None, headers: dict | None = None):
         return self.client.get(path, params or {}, headers=self._headers(headers))
 
-    def post(self, path: str, body: Any, headers: dict | None = None):
-        data = body if isinstance(body, str | bytes) else json.dumps(body)
+    def post(self, path: str, body: Any = None, headers: dict | None = None):
+        data = body if isinstance(body, str | bytes) else ("" if body is None else json.dumps(body))
         return self.client.post(
             path, data, content_type="application/json", headers=self._headers(headers)
         )

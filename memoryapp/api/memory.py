@@ -467,7 +467,8 @@ def call_tool(request: HttpRequest, payload: ToolCallIn):
             Memory.objects.filter(id__in=[m.id for m in found]).update(
                 access_count=F("access_count") + 1, last_accessed_at=timezone.now()
             )
-            text = f"{len(found)} memories:\n" + "\n".join(_memory_ref(m) for m in found)
+            noun = "memory" if len(found) == 1 else "memories"
+            text = f"{len(found)} {noun}:\n" + "\n".join(_memory_ref(m) for m in found)
         else:
             text = f"No memories match {fmt.escape_markdown(args.query)!r}."
         return {"ok": True, "result": text, "memories": [memory_dict(m) for m in found]}

@@ -1,0 +1,396 @@
+"""Working context, findings, long-term memories, memory tools and search over the API."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from agents import tools as agent_tools
+from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session
+from tests.conftest import turn
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/api/v1"
+
+
+def events(kind):
+    return list(
+        MemoryEvent.objects.filter(target_kind=kind).order_by("id").values_list("action", "actor")
+    )
+
+
+# --- working context -------------------------------------------------------------------
+
+
+def test_context_items_put_get_delete_with_history(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/context-items/framework"
+    first = api.put(url, {"value": "Phoenix 1.7", "confidence": 0.9})
+    assert first.status_code == 200
+    assert first.json()["source"] == "explicit"
+    api.put(url, {"value": {"name": "Phoenix", "version": "1.7"}, "confidence": 0.95})
+    items = api.get(BASE + "/sessions/s1/context-items").json()["items"]
+    assert items == [
+        {
+            "key": "framework",
+            "value": {"name": "Phoenix", "version": "1.7"},
+            "source": "explicit",
+            "confidence": 0.95,
+            "updated_at": items[0]["updated_at"],
+        }
+    ]
+    assert api.delete(url).status_code == 204
+    assert api.delete(url).status_code == 404
+    assert events("context_item") == [
+        ("add", "agent:coder"),
+        ("update", "agent:coder"),
+        ("delete", "agent:coder"),
+    ]
+    update = MemoryEvent.objects.get(action="update")
+    assert update.before["value"] == "Phoenix 1.7"
+    assert update.after["value"] == {"name": "Phoenix", "version": "1.7"}
+
+
+def test_inferred_never_overwrites_explicit_or_manual_of_higher_confidence(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/context-items/active_file"
+    api.put(url, {"value": "lib/a.ex", "confidence": 0.9})
+    response = api.put(url, {"value": "lib/b.ex", "source": "inferred", "confidence": 0.6})
+    assert response.status_code == 409
+    assert ContextItem.objects.get().value == "lib/a.ex"
+    # Higher confidence inferred does replace it; inferred replaces inferred.
+    assert (
+        api.put(url, {"value": "lib/c.ex", "source": "inferred", "confidence": 0.95}).status_code
+        == 200
+    )
+    assert (
+        api.put(url, {"value": "lib/d.ex", "source": "inferred", "confidence": 0.1}).status_code
+        == 200
+    )
+    item = ContextItem.objects.get()
+    item.source, item.confidence = "manual", 0.7
+    item.save()
+    assert (
+        api.put(url, {"value": "lib/e.ex", "source": "inferred", "confidence": 0.6}).status_code
+        == 409
+    )
+    assert (
+        api.put(url, {"value": "lib/f.ex", "source": "explicit", "confidence": 0.5}).status_code
+        == 200
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"value": "x", "source": "manual"},  # people's edits come from the dashboard
+        {"value": "x", "confidence": 1.5},
+        {"value": "x", "confidence": "high"},
+        {"confidence": 0.5},
+    ],
+)
+def test_bad_context_item_is_422_and_changes_nothing(api, body):
+    api.put(BASE + "/sessions/s1", {})
+    assert api.put(BASE + "/sessions/s1/context-items/k", body).status_code == 422
+    assert ContextItem.objects.count() == 0 and MemoryEvent.objects.count() == 0
+
+
+def test_context_items_of_another_agent_are_404(api, other_api):
+    other_api.put(BASE + "/sessions/theirs", {})
+    assert api.put(BASE + "/sessions/theirs/context-items/k", {"value": 1}).status_code == 404
+    assert api.get(BASE + "/sessions/theirs/context-items").status_code == 404
+    assert ContextItem.objects.count() == 0
+
+
+# --- findings --------------------------------------------------------------------------
+
+
+def test_adding_a_known_finding_updates_it(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/findings"
+    first = api.post(
+        url, {"tool": "fs:search", "query": "VectorStore", "fact": "3 files", "step": 1}
+    )
+    assert first.status_code == 201
+    again = api.post(
+        url, {"tool": "fs:search", "query": "VectorStore interface", "fact": "4 files", "step": 3}
+    )
+    assert again.status_code == 200
+    assert again.json()["created"] is False
+    finding = Finding.objects.get()
+    assert (finding.fact, finding.step) == ("4 files", 3)
+    assert events("finding") == [("add", "agent:coder"), ("update", "agent:coder")]
+    other = api.post(url, {"tool": "fs:read", "query": "VectorStore", "fact": "file text"})
+    assert other.status_code == 201  # another tool is another finding
+    listed = api.get(url).json()["items"]
+    assert [f["tool"] for f in listed] == ["fs:read", "fs:search"]
+
+
+@pytest.mark.parametrize(
+    "query,known",
+    [
+        ("./src/a.ts", True),
+        ("src/a.ts", True),
+        ("'src/a.ts'", True),
+        ("SRC/A.TS", True),
+        ("src/b.ts", False),
+    ],
+)
+def test_check_answers_whether_already_known(api, query, known):
+    api.put(BASE + "/sessions/s1", {})
+    api.post(
+        BASE + "/sessions/s1/findings",
+        {"tool": "read_file", "query": "src/a.ts", "fact": "exports A"},
+    )
+    body = api.get(
+        BASE + "/sessions/s1/findings/check", {"tool": "read_file", "query": query}
+    ).json()
+    assert body["known"] is known
+    assert (body["finding"]["fact"] == "exports A") if known else body["finding"] is None
+    unknown_tool = api.get(
+        BASE + "/sessions/s1/findings/check", {"tool": "grep", "query": "src/a.ts"}
+    )
+    assert unknown_tool.json()["known"] is False
+
+
+def test_bad_findings_are_422(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/findings"
+    assert api.post(url, {"tool": "", "fact": "x"}).status_code == 422
+    assert api.post(url, {"tool": "t", "fact": ""}).status_code == 422
+    assert api.post(url, {"tool": "t", "fact": "x", "step": -1}).status_code == 422
+    assert api.post(url, {"tool": "t", "fact": "x", "success": "yes"}).status_code == 422
+    assert api.get(BASE + "/sessions/s1/findings/check").status_code == 422
+    assert Finding.objects.count() == 0
+
+
+# --- memories --------------------------------------------------------------------------
+
+
+def test_remember_then_again_strengthens(api):
+    first = api.post(
+        BASE + "/memories",
+        {"content": "Use pytest.", "memory_type": "convention", "confidence": 0.6},
+    )
+    assert first.status_code == 201
+    again = api.post(
+        BASE + "/memories",
+        {"content": "use  PYTEST", "memory_type": "convention", "confidence": 0.6},
+    )
+    assert again.status_code == 200
+    assert again.json()["memory"]["confidence"] == pytest.approx(0.84)
+    assert Memory.objects.count() == 1
+    # Another type is another memory.
+    assert (
+        api.post(
+            BASE + "/memories", {"content": "Use pytest", "memory_type": "decision"}
+        ).status_code
+        == 201
+    )
+
+
+def test_remember_with_a_session_links_it(api, other_api):
+    api.put(BASE + "/sessions/s1", {})
+    response = api.post(BASE + "/memories", {"content": "x", "session": "s1"})
+    assert Memory.objects.get().session.key == "s1"
+    other_api.put(BASE + "/sessions/theirs", {})
+    assert api.post(BASE + "/memories", {"content": "y", "session": "theirs"}).status_code == 404
+    assert response.status_code == 201
+
+
+def test_recall_ranks_and_filters(api, agent):
+    for content, kind, confidence in [
+        ("Deploys go through the staging cluster first", "convention", 0.9),
+        ("The staging cluster is called blue", "fact", 0.6),
+        ("Lunch is at noon", "fact", 0.99),
+    ]:
+        Memory.objects.create(agent=agent, content=content, memory_type=kind, confidence=confidence)
+    ranked = api.get(BASE + "/memories", {"query": "staging cluster"}).json()["items"]
+    assert {m["content"] for m in ranked} == {
+        "Deploys go through the staging cluster first",
+        "The staging cluster is called blue",
+    }
+    by_type = api.get(BASE + "/memories", {"query": "staging", "memory_type": "fact"}).json()[
+        "items"
+    ]
+    assert [m["content"] for m in by_type] == ["The staging cluster is called blue"]
+    confident = api.get(BASE + "/memories", {"min_confidence": 0.8}).json()["items"]
+    assert [m["confidence"] for m in confident] == [0.99, 0.9]
+    page = api.get(BASE + "/memories", {"limit": 2}).json()
+    rest = api.get(BASE + "/memories", {"limit": 2, "cursor": page["next_cursor"]}).json()
+    assert len(page["items"]) == 2 and len(rest["items"]) == 1 and rest["next_cursor"] is None
+    assert api.get(BASE + "/memories", {"limit": 0}).status_code == 422
+    assert api.get(BASE + "/memories", {"status": "gone"}).status_code == 422
+
+
+def test_replacing_a_fact_supersedes_it_with_a_link(api):
+    old_id = api.post(BASE + "/memories", {"content": "API is v1", "confidence": 0.7}).json()[
+        "memory"
+    ]["id"]
+    response = api.patch(BASE + f"/memories/{old_id}", {"content": "API is v2"})
+    assert response.status_code == 200
+    new = response.json()
+    assert new["content"] == "API is v2" and new["supersedes"] == old_id
+    old = Memory.objects.get(pk=old_id)
+    assert old.status == "superseded" and old.superseded_by_id == new["id"]
+    assert api.get(BASE + f"/memories/{old_id}").json()["superseded_by"] == new["id"]
+    assert [m["id"] for m in api.get(BASE + "/memories").json()["items"]] == [new["id"]]
+    assert api.patch(BASE + f"/memories/{old_id}", {"confidence": 0.1}).status_code == 409
+
+
+def test_changing_confidence_or_type_is_in_place(api):
+    memory_id = api.post(BASE + "/memories", {"content": "x", "confidence": 0.7}).json()["memory"][
+        "id"
+    ]
+    body = api.patch(
+        BASE + f"/memories/{memory_id}", {"confidence": 0.2, "memory_type": "lesson"}
+    ).json()
+    assert body["id"] == memory_id and body["supersedes"] is None
+    assert (body["confidence"], body["memory_type"]) == (0.2, "lesson")
+    assert api.patch(BASE + f"/memories/{memory_id}", {"confidence": None}).status_code == 422
+    assert api.patch(BASE + f"/memories/{memory_id}", {"confidence": 2}).status_code == 422
+
+
+def test_forget_is_soft_and_restorable_with_full_history(api):
+    memory_id = api.post(BASE + "/memories", {"content": "temp fact", "confidence": 0.9}).json()[
+        "memory"
+    ]["id"]
+    assert api.delete(BASE + f"/memories/{memory_id}").status_code == 204
+    assert Memory.objects.get().status == "archived"
+    assert api.get(BASE + "/memories").json()["items"] == []
+    archived = api.get(BASE + "/memories", {"status": "archived"}).json()["items"]
+    assert [m["id"] for m in archived] == [memory_id]
+    api.put(BASE + "/sessions/s1", {})
+    assert api.get(BASE + "/sessions/s1/context").json()["long_term_memories"] == []
+    restored = api.post(BASE + f"/memories/{memory_id}/restore")
+    assert restored.json()["status"] == "active"
+    history = api.get(BASE + f"/memories/{memory_id}/history").json()["items"]
+    assert [(e["action"], e["actor"]) for e in history] == [
+        ("add", "agent:coder"),
+        ("delete", "agent:coder"),
+        ("restore", "agent:coder"),
+    ]
+    assert (
+        history[1]["before"]["status"] == "active" and history[1]["after"]["status"] == "archived"
+    )
+
+
+def test_another_agents_memory_is_404(api, other_api):
+    theirs = other_api.post(BASE + "/memories", {"content": "secret"}).json()["memory"]["id"]
+    assert api.get(BASE + f"/memories/{theirs}").status_code == 404
+    assert api.patch(BASE + f"/memories/{theirs}", {"content": "mine now"}).status_code == 404
+    assert api.delete(BASE + f"/memories/{theirs}").status_code == 404
+    assert api.post(BASE + f"/memories/{theirs}/restore").status_code == 404
+    assert api.get(BASE + f"/memories/{theirs}/history").status_code == 404
+    assert api.get(BASE + "/memories", {"query": "secret"}).json()["items"] == []
+    assert Memory.objects.get().content == "secret"
+
+
+def test_memories_outlive_their_session(api):
+    api.put(BASE + "/sessions/s1", {})
+    api.post(BASE + "/memories", {"content": "kept", "session": "s1"})
+    api.delete(BASE + "/sessions/s1")
+    assert [m["content"] for m in api.get(BASE + "/memories").json()["items"]] == ["kept"]
+
+
+# --- tools -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("format", ["openai", "anthropic"])
+def test_tool_definitions_match_the_agent_side(api, format):
+    served = api.get(BASE + "/tools", {"format": format}).json()
+    assert served == agent_tools.definitions(format)
+    names = [t["function"]["name"] if format == "openai" else t["name"] for t in served]
+    assert names == ["remember", "recall", "forget"]
+    assert api.get(BASE + "/tools", {"format": "xml"}).status_code == 422
+
+
+def test_tool_calls_remember_recall_forget(api):
+    api.put(BASE + "/sessions/s1", {})
+
+    def call(name, args):
+        return api.post(BASE + "/tools/call", {"name": name, "arguments": args, "session": "s1"})
+
+    remembered = call("remember", {"content": "The DB is Postgres 16", "confidence": 0.9}).json()
+    assert remembered["ok"] and remembered["result"].startswith(
+        "Remembered:\n- [fact] (high confidence) The DB is Postgres 16"
+    )
+    memory_id = remembered["memory"]["id"]
+    assert f"[memory {memory_id}]" in remembered["result"]
+    recalled = call("recall", {"query": "which postgres version"}).json()
+    assert recalled["result"].startswith("1 memory:") and "Postgres 16" in recalled["result"]
+    assert Memory.objects.get().access_count == 1
+    assert "No memories match" in call("recall", {"query": "kubernetes"}).json()["result"]
+    forgot = call("forget", {"memory_id": memory_id}).json()
+    assert forgot["ok"] and "archived" in forgot["result"]
+    assert call("forget", {"memory_id": memory_id}).json()["ok"] is False
+    assert call("forget", {"memory_id": 999999}).json() == {
+        "ok": False,
+        "result": "No memory with id 999999.",
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "delete_everything", "arguments": {}},
+        {"name": "remember", "arguments": {}},
+        {"name": "remember", "arguments": {"content": "x", "confidence": 7}},
+        {"name": "remember", "arguments": {"content": "x", "extra": 1}},
+        {"name": "recall", "arguments": {"query": "x", "limit": "5"}},
+        {"name": "forget", "arguments": {"memory_id": "1"}},
+    ],
+)
+def test_bad_tool_calls_are_422(api, body):
+    assert api.post(BASE + "/tools/call", body).status_code == 422
+    assert Memory.objects.count() == 0
+
+
+# --- search ----------------------------------------------------------------------------
+
+
+def test_search_across_messages_findings_and_memories(api, other_api, agent):
+    api.post(
+        BASE + "/sessions/s1/turns",
+        turn(
+            ("user", "The parser crashes on unicode input"), ("assistant", "Looking at the lexer")
+        ),
+    )
+    api.post(
+        BASE + "/sessions/s1/findings",
+        {"tool": "grep", "query": "unicode", "fact": "unicode handled in lexer.py"},
+    )
+    api.post(BASE + "/memories", {"content": "Unicode normalization happens in the lexer"})
+    other_api.post(BASE + "/sessions/theirs/turns", turn(("user", "unicode secrets")))
+    body = api.get(BASE + "/search", {"q": "unicode lexer"}).json()
+    kinds = sorted(item["kind"] for item in body["items"])
+    assert kinds == ["finding", "memory", "message", "message"]
+    message = next(i for i in body["items"] if i["kind"] == "message" and i["seq"] == 1)
+    assert message["session"] == "s1" and message["role"] == "user"
+    assert {"text": "unicode", "match": True} in message["highlights"]
+    assert "parser crashes on unicode input" in message["snippet"]
+    only = api.get(BASE + "/search", {"q": "unicode", "kind": "memory"}).json()["items"]
+    assert [i["kind"] for i in only] == ["memory"]
+    page = api.get(BASE + "/search", {"q": "unicode lexer", "limit": 2}).json()
+    rest = api.get(
+        BASE + "/search", {"q": "unicode lexer", "limit": 2, "cursor": page["next_cursor"]}
+    ).json()
+    assert len(page["items"]) + len(rest["items"]) == 4
+    Session.objects.filter(key="s1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert [i["kind"] for i in api.get(BASE + "/search", {"q": "unicode"}).json()["items"]] == [
+        "memory"
+    ]
+
+
+@pytest.mark.parametrize(
+    "q", ['"unbalanced', "a OR b AND", "NEAR(x y)", "x*", "-y", "col:val", "'; DROP TABLE x;--"]
+)
+def test_search_syntax_in_queries_is_just_text(api, q):
+    api.post(BASE + "/sessions/s1/turns", turn(("user", "x y val b")))
+    assert api.get(BASE + "/search", {"q": q}).status_code == 200
+
+
+def test_search_needs_a_query(api):
+    assert api.get(BASE + "/search").status_code == 422
+    assert api.get(BASE + "/search", {"q": "!!!"}).json()["items"] == []
