@@ -71,3 +71,29 @@ def test_delete(client):
     client.delete_session("s")
     with pytest.raises(ApiError):
         client.session("s")
+
+
+def test_memory_engine_calls_and_tool_dispatch(client):
+    from agents.tools import definitions, dispatch
+
+    client.put_session("s", goal="learn")
+    client.set_context_item("s", "active_file", "a.py")
+    assert client.context_items("s")[0]["value"] == "a.py"
+    client.add_finding("s", tool="grep", query="TODO", fact="2 matches")
+    assert client.check_finding("s", "grep", "todo")["known"] is True
+    assert client.findings("s")[0]["fact"] == "2 matches"
+    assert client.tools("anthropic") == definitions("anthropic")
+    text = dispatch(client, "remember", {"content": "The CI runs on PostgreSQL"}, session="s")
+    assert text.startswith("Remembered:")
+    assert "PostgreSQL" in dispatch(client, "recall", {"query": "postgresql"})
+    memory_id = client.recall("postgresql")[0]["id"]
+    context = client.context("s", query_hint="postgresql")
+    assert "## Remembered Information" in context["prompt"]
+    client.update_memory(memory_id, confidence=0.3)
+    client.forget(memory_id)
+    client.restore_memory(memory_id)
+    actions = [e["action"] for e in client.memory_history(memory_id)]
+    assert actions == ["add", "update", "delete", "restore"]
+    assert client.search("postgresql")["items"][0]["kind"] == "memory"
+    client.delete_context_item("s", "active_file")
+    assert client.context_items("s") == []

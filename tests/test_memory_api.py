@@ -394,3 +394,34 @@ def test_search_syntax_in_queries_is_just_text(api, q):
 def test_search_needs_a_query(api):
     assert api.get(BASE + "/search").status_code == 422
     assert api.get(BASE + "/search", {"q": "!!!"}).json()["items"] == []
+
+
+# --- subtasks --------------------------------------------------------------------------
+
+
+def test_subtasks_drive_the_current_subtask(api, other_api):
+    api.put(BASE + "/sessions/s1", {"goal": "Release 2.0"})
+    url = BASE + "/sessions/s1/subtasks"
+    first = api.post(url, {"title": "Write changelog"}).json()
+    second = api.post(url, {"title": "Tag release", "dependencies": [first["id"]]}).json()
+    assert second["dependencies"] == [first["id"]] and second["position"] == 1
+    prompt = api.get(BASE + "/sessions/s1/context").json()["prompt"]
+    assert "- **Current subtask**: Write changelog (pending)" in prompt
+    api.patch(f"{url}/{first['id']}", {"status": "done"})
+    api.patch(f"{url}/{second['id']}", {"status": "in_progress"})
+    prompt = api.get(BASE + "/sessions/s1/context").json()["prompt"]
+    assert "- **Current subtask**: Tag release (in_progress)" in prompt
+    listed = api.get(url).json()
+    assert listed["goal"] == "Release 2.0"
+    assert [t["status"] for t in listed["items"]] == ["done", "in_progress"]
+    assert api.post(url, {"title": "x", "dependencies": [999999]}).status_code == 422
+    assert api.post(url, {"title": "x", "status": "someday"}).status_code == 422
+    other_api.put(BASE + "/sessions/s1", {})
+    assert (
+        other_api.patch(
+            f"{BASE}/sessions/s1/subtasks/{first['id']}", {"status": "done"}
+        ).status_code
+        == 404
+    )
+    assert api.delete(f"{url}/{first['id']}").status_code == 204
+    assert api.delete(f"{url}/{first['id']}").status_code == 404

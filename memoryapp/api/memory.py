@@ -17,7 +17,7 @@ from agents import tools as memory_tools
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import search as fulltext
 from memoryapp.core.context import assemble_context, finding_dict, memory_dict
-from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session
+from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session, Subtask
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 
@@ -525,3 +525,84 @@ def search_everything(
         for h in hits[:limit]
     ]
     return {"items": items, "next_cursor": str(offset + limit) if len(hits) > limit else None}
+
+
+# --- session state: subtasks -----------------------------------------------------------
+
+SubtaskStatus = Literal["pending", "in_progress", "done", "blocked"]
+
+
+class SubtaskIn(Schema):
+    title: Annotated[str, Field(min_length=1, max_length=500)]
+    status: SubtaskStatus = "pending"
+    dependencies: Annotated[
+        list[Annotated[int, Field(strict=True, ge=1)]], Field(max_length=50)
+    ] = []
+
+
+class SubtaskPatch(Schema):
+    title: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    status: SubtaskStatus | None = None
+
+
+def _subtask_dict(task: Subtask) -> dict:
+    return {
+        "id": task.id,
+        "title": task.title,
+        "status": task.status,
+        "position": task.position,
+        "dependencies": sorted(d.id for d in task.dependencies.all()),
+    }
+
+
+@router.get("/sessions/{key}/subtasks", tags=["session state"])
+def list_subtasks(request: HttpRequest, key: str):
+    session = _live_session(request, key)
+    tasks = Subtask.objects.filter(session=session).prefetch_related("dependencies")
+    return {"goal": session.goal, "items": [_subtask_dict(t) for t in tasks]}
+
+
+@router.post("/sessions/{key}/subtasks", response={201: dict}, tags=["session state"])
+def post_subtask(request: HttpRequest, key: str, payload: SubtaskIn):
+    """Add a subtask; `dependencies` are ids of this session's subtasks."""
+    with transaction.atomic():
+        session = _live_session(request, key, lock=True)
+        dependencies = list(Subtask.objects.filter(session=session, id__in=payload.dependencies))
+        if len(dependencies) != len(set(payload.dependencies)):
+            raise HttpError(422, "dependencies must be subtasks of this session")
+        last = Subtask.objects.filter(session=session).order_by("-position").first()
+        task = Subtask.objects.create(
+            session=session,
+            title=payload.title,
+            status=payload.status,
+            position=(last.position + 1) if last else 0,
+        )
+        task.dependencies.set(dependencies)
+    return Status(201, _subtask_dict(task))
+
+
+@router.patch("/sessions/{key}/subtasks/{subtask_id}", tags=["session state"])
+def patch_subtask(request: HttpRequest, key: str, subtask_id: int, payload: SubtaskPatch):
+    changes = {k: v for k, v in payload.model_dump(exclude_unset=True).items() if v is not None}
+    with transaction.atomic():
+        session = _live_session(request, key, lock=True)
+        task = Subtask.objects.filter(session=session, pk=subtask_id).first()
+        if task is None:
+            raise HttpError(404, "subtask not found")
+        for name, value in changes.items():
+            setattr(task, name, value)
+        if changes:
+            task.save(update_fields=[*changes, "updated_at"])
+    return _subtask_dict(task)
+
+
+@router.delete(
+    "/sessions/{key}/subtasks/{subtask_id}", response={204: None}, tags=["session state"]
+)
+def delete_subtask(request: HttpRequest, key: str, subtask_id: int):
+    with transaction.atomic():
+        session = _live_session(request, key, lock=True)
+        deleted, _ = Subtask.objects.filter(session=session, pk=subtask_id).delete()
+    if not deleted:
+        raise HttpError(404, "subtask not found")
+    return Status(204, None)

@@ -1,0 +1,116 @@
+"""Context-assembly latency for sessions of 1,000, 10,000 and 100,000 stored messages.
+
+On PostgreSQL. Each session is filled through the ingest path (`append_turn`, turns of
+1,000 messages of real-looking text), with 20 long-term memories, 10 working-context
+items and 30 findings; then `assemble_context` (what GET /sessions/{key}/context runs)
+is timed over repeated calls, with and without a query hint. Prints a markdown table.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
+        .venv/bin/python bench/context.py [--runs 50]
+
+The database is created when missing and migrated; the bench agent is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.ingest import ensure_database, percentile  # noqa: E402
+
+TEXTS = [
+    "Let's open the file and look at the function that parses the header before editing it.",
+    "[File: src/parser.py (412 lines total)] 1: import re 2: from typing import Iterator",
+    "The test failed with AssertionError: expected 3 tokens, got 4. The lexer splits on dots.",
+    "Running pytest -q tests/test_parser.py: 12 passed, 1 failed in 0.84s",
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="memoryapp context-assembly benchmark")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        print(
+            "bench/context.py measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr
+        )
+        return 2
+    ensure_database(url)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryapp.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from memoryapp.core.context import assemble_context
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session
+
+    call_command("migrate", verbosity=0)
+    agent = Agent.objects.create(name=f"bench-context-{secrets.token_hex(4)}")
+    try:
+        for i in range(20):
+            Memory.objects.create(
+                agent=agent,
+                content=f"Convention {i}: the parser module keeps tokens immutable ({i}).",
+                confidence=0.5 + i / 40,
+            )
+        print(
+            f"{args.runs} calls per row; agent token_budget {agent.token_budget}, "
+            f"max_messages {agent.max_messages}; PostgreSQL"
+        )
+        print()
+        print(
+            "| stored messages | query hint | p50 ms | p99 ms | messages returned | total tokens |"
+        )
+        print("|---:|:---|---:|---:|---:|---:|")
+        for size in (int(s) for s in args.sizes.split(",")):
+            key = f"ctx-{size}"
+            for start in range(0, size, 1000):
+                count = min(1000, size - start)
+                messages = [
+                    MessageInput(
+                        "user" if (start + j) % 2 == 0 else "assistant",
+                        TEXTS[(start + j) % len(TEXTS)],
+                    )
+                    for j in range(count)
+                ]
+                append_turn(agent, key, TurnInput(messages))
+            session = Session.objects.get(agent=agent, key=key)
+            for i in range(10):
+                ContextItem.objects.create(session=session, key=f"item_{i}", value=f"value {i}")
+            for i in range(30):
+                Finding.objects.create(
+                    session=session, tool="grep", query=f"symbol{i}", fact=f"{i} matches in src/"
+                )
+            for hint in ("", "parser tokens"):
+                assemble_context(session, query_hint=hint)  # warm: summary, caches
+                timings = []
+                for _ in range(args.runs):
+                    started = time.perf_counter()
+                    body = assemble_context(session, query_hint=hint)
+                    timings.append(time.perf_counter() - started)
+                print(
+                    f"| {size:,} | {'yes' if hint else 'no'} | "
+                    f"{statistics.median(timings) * 1000:.1f} | "
+                    f"{percentile(timings, 0.99) * 1000:.1f} | {len(body['conversation'])} | "
+                    f"{body['token_counts']['total']:,} |",
+                    flush=True,
+                )
+    finally:
+        agent.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
