@@ -108,6 +108,22 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+CELERY_TASK_DEFAULT_QUEUE = env_str("MEMORYAPP_CELERY_QUEUE", "memoryapp")
+# Beat: TTL cleanup on a configurable interval; the extraction sweep dispatches jobs that
+# could not be queued (broker down) once the broker is back.
+MEMORYAPP_CLEANUP_INTERVAL_SECONDS = env_int(
+    "MEMORYAPP_CLEANUP_INTERVAL_SECONDS", 300, minimum=10, maximum=7 * 24 * 3600
+)
+CELERY_BEAT_SCHEDULE = {
+    "cleanup-expired": {
+        "task": "memoryapp.core.tasks.cleanup_expired",
+        "schedule": MEMORYAPP_CLEANUP_INTERVAL_SECONDS,
+    },
+    "sweep-extractions": {
+        "task": "memoryapp.core.tasks.sweep_extractions",
+        "schedule": 60,
+    },
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -16,7 +16,17 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memoryapp.core.models import Agent, IdempotencyRecord, Message, Session, ToolCall, Turn
+from memoryapp.core.models import (
+    Agent,
+    ExtractionJob,
+    IdempotencyRecord,
+    Message,
+    PendingToolOutput,
+    Session,
+    ToolCall,
+    Turn,
+)
+from memoryapp.core.workers import dispatch_extraction
 from memoryapp.lib import tokens
 from memoryapp.lib.pruning import MessageCost, choose_run
 
@@ -65,7 +75,10 @@ def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Sess
     if session is not None and session.is_expired(now):
         if not create:
             return None
-        session.delete()
+        # TTL expiry, done lazily: the same batched removal the cleanup uses.
+        from memoryapp.core.cleanup import purge_sessions
+
+        purge_sessions([session.pk], now)
         session = None
     if session is not None or not create:
         return session
@@ -147,8 +160,9 @@ def append_turn(
             )
             for i, (m, count) in enumerate(zip(turn.messages, counts, strict=True))
         )
+        tool_call_rows = []
         if turn.tool_calls:
-            ToolCall.objects.bulk_create(
+            tool_call_rows = ToolCall.objects.bulk_create(
                 ToolCall(
                     turn=turn_row,
                     session=session,
@@ -162,6 +176,15 @@ def append_turn(
                 )
                 for call in turn.tool_calls
             )
+            # Whole outputs wait for extraction only; it deletes them when done.
+            PendingToolOutput.objects.bulk_create(
+                PendingToolOutput(tool_call=row, output=call.output)
+                for row, call in zip(tool_call_rows, turn.tool_calls, strict=True)
+                if len(call.output) > excerpt_chars
+            )
+        job = ExtractionJob.objects.create(turn=turn_row, session=session, created_at=now)
+        # After commit, never inside the transaction; a failed dispatch is left to the sweep.
+        transaction.on_commit(lambda: dispatch_extraction(job.pk))
         session.message_count += len(turn.messages)
         session.token_count += sum(counts)
         session.input_tokens += input_tokens

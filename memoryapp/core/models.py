@@ -418,6 +418,8 @@ class Finding(models.Model):
         before = existing.snapshot()
         for name, value in values.items():
             setattr(existing, name, value)
+        if existing.snapshot() == before:
+            return existing, False  # already known exactly: no write, no event
         existing.save()
         MemoryEvent.record(existing, MemoryEvent.Action.UPDATE, before, existing.snapshot(), actor)
         return existing, False
@@ -526,7 +528,8 @@ class Memory(models.Model):
         MANUAL = "manual"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memories")
-    # Memories belong to the agent: they stay when their session expires.
+    # Memories belong to the agent: they stay when their session expires. An index on
+    # session_id comes with the foreign key (cleanup unlinks memories by session).
     session = models.ForeignKey(
         Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="memories"
     )
@@ -676,6 +679,16 @@ class Memory(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, before, self.snapshot(), actor)
         return True
 
+    def expire(self, actor: str = "system:cleanup") -> bool:
+        """The memory's own expiry passed: archived, with an `expire` event."""
+        if self.status != self.Status.ACTIVE:
+            return False
+        before = self.snapshot()
+        self.status = self.Status.ARCHIVED
+        self.save(update_fields=["status", "updated_at"])
+        MemoryEvent.record(self, MemoryEvent.Action.EXPIRE, before, self.snapshot(), actor)
+        return True
+
     def restore(self, actor: str) -> bool:
         if self.status != self.Status.ARCHIVED:
             return False
@@ -762,3 +775,86 @@ class Subtask(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class ExtractionJob(models.Model):
+    """The outbox row for one turn's extraction: written in the ingest transaction, so a
+    turn is never stored without it; dispatched after commit, re-dispatched by the sweep
+    when the broker was down; its status and last error are what the dashboard shows."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # stored, not yet handed to the broker
+        QUEUED = "queued"
+        DONE = "done"
+        FAILED = "failed"
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="extraction")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="extraction_jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    findings_added = models.PositiveIntegerField(default=0)
+    context_items_set = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The sweep: pending (or long-queued) jobs, oldest first.
+            models.Index(fields=["status", "created_at"], name="extraction_status_age"),
+            # The dashboard: a session's failed extractions.
+            models.Index(fields=["session", "status"], name="extraction_session_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"extraction of {self.turn} ({self.status})"
+
+
+class PendingToolOutput(models.Model):
+    """A tool's whole output, kept only until extraction has turned it into a finding;
+    then it is deleted. Long-term, memory keeps the finding and the bounded excerpt."""
+
+    tool_call = models.OneToOneField(
+        ToolCall, on_delete=models.CASCADE, related_name="pending_output"
+    )
+    output = models.TextField()
+
+    def __str__(self) -> str:
+        return f"output of {self.tool_call_id}"
+
+
+class CleanupRun(models.Model):
+    """One run of TTL cleanup, with its progress, for the dashboard's progress bar and
+    its list of past runs."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    dry_run = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    triggered_by = models.CharField(max_length=200, default="beat")
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    sessions_total = models.PositiveIntegerField(default=0)
+    sessions_done = models.PositiveIntegerField(default=0)
+    sessions_removed = models.PositiveIntegerField(default=0)
+    messages_removed = models.PositiveBigIntegerField(default=0)
+    rows_removed = models.PositiveBigIntegerField(default=0)
+    memories_expired = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        kind = "dry run" if self.dry_run else "cleanup"
+        return f"{kind} {self.started_at:%Y-%m-%d %H:%M} ({self.status})"
+
+    @property
+    def progress(self) -> float:
+        if self.status != self.Status.RUNNING:
+            return 1.0
+        return self.sessions_done / self.sessions_total if self.sessions_total else 0.0

@@ -1,0 +1,32 @@
+"""Celery tasks: thin wrappers that take ids and call memoryapp.core.workers and
+memoryapp.core.cleanup. Late acknowledgement (settings) so a worker that dies mid-task
+leaves the message for another; transient database errors retry with backoff."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import DatabaseError
+
+from memoryapp.core import cleanup, workers
+
+
+@shared_task(
+    autoretry_for=(DatabaseError,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=6,
+)
+def extract_turn(job_id: int) -> str:
+    return workers.run_extraction(job_id)
+
+
+@shared_task
+def sweep_extractions() -> int:
+    return workers.sweep_extractions()
+
+
+@shared_task(autoretry_for=(DatabaseError,), retry_backoff=5, retry_jitter=True, max_retries=3)
+def cleanup_expired(run_id: int | None = None, dry_run: bool = False) -> int | None:
+    run = cleanup.run_cleanup(run_id=run_id, dry_run=dry_run)
+    return run.pk if run else None

@@ -1,0 +1,386 @@
+"""Extraction and TTL cleanup, their task bodies called as plain functions."""
+
+import json
+import threading
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+from django.test import Client
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from memoryapp import celery_app
+from memoryapp.core import cleanup, workers
+from memoryapp.core.models import (
+    Agent,
+    ApiKey,
+    CleanupRun,
+    ContextItem,
+    ExtractionJob,
+    Finding,
+    IdempotencyRecord,
+    Memory,
+    MemoryEvent,
+    Message,
+    PendingToolOutput,
+    Session,
+    Subtask,
+    ToolCall,
+    Turn,
+)
+from memoryapp.core.tasks import extract_turn
+
+BASE = "/api/v1"
+OUTPUTS = json.load(open("tests/fixtures/tool_outputs.json"))
+
+
+@pytest.fixture(autouse=True)
+def in_process_tasks():
+    """Unit tests run tasks in-process whatever REDIS_URL says; the integration tests
+    use a real worker."""
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    workers.reset_broker_backoff()
+    yield
+    celery_app.conf.task_always_eager = previous
+    workers.reset_broker_backoff()
+
+
+def real_turn():
+    """A SWE-agent turn with a real file read, and text that names the file."""
+    call = OUTPUTS["swe_open_ctf_python"]
+    return {
+        "messages": [
+            {"role": "user", "content": "Find the flag."},
+            {"role": "assistant", "content": "I'm working on `chall.py` first."},
+        ],
+        "tool_calls": [
+            {"tool": call["tool"], "query": call["query"], "output": call["output"] * 3}
+        ],
+    }
+
+
+def counts():
+    return (
+        Finding.objects.count(),
+        ContextItem.objects.count(),
+        MemoryEvent.objects.count(),
+        PendingToolOutput.objects.count(),
+    )
+
+
+# --- extraction ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_extraction_runs_after_the_turn_commits(api, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api.post(BASE + "/sessions/s1/turns", real_turn())
+    assert response.status_code == 201
+    job = ExtractionJob.objects.get()
+    assert job.status == "pending"  # nothing ran inside the transaction
+    assert PendingToolOutput.objects.count() == 1  # the whole output waits for extraction
+    assert len(callbacks) == 1
+    callbacks[0]()
+    job.refresh_from_db()
+    assert job.status == "done" and job.findings_added == 1 and job.context_items_set == 1
+    finding = Finding.objects.get()
+    assert finding.source == "extracted" and finding.step == 1
+    assert finding.fact.endswith(
+        "defines TimeCapsule, challenge, MyTCPRequestHandler, ThreadingTCPServer, main"
+    )
+    item = ContextItem.objects.get()
+    assert (item.key, item.value, item.source, item.confidence) == (
+        "active_file",
+        "chall.py",
+        "inferred",
+        0.6,
+    )
+    assert PendingToolOutput.objects.count() == 0  # whole output gone, finding kept
+    assert len(ToolCall.objects.get().output_excerpt) == 2000
+
+
+@pytest.mark.django_db
+def test_running_a_job_twice_changes_nothing(api, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s1/turns", real_turn())
+    job = ExtractionJob.objects.get()
+    before = counts()
+    assert workers.run_extraction(job.pk) == "skipped"
+    # Even forced to run again, the same extraction writes nothing new.
+    ExtractionJob.objects.filter(pk=job.pk).update(status="pending")
+    assert extract_turn.apply(args=(job.pk,)).get() == "done"
+    assert counts() == before
+    assert workers.run_extraction(999_999) == "missing"
+
+
+@pytest.mark.django_db
+def test_extraction_never_overrides_people_or_stronger_values(
+    api, django_capture_on_commit_callbacks
+):
+    api.put(BASE + "/sessions/s1", {})
+    api.put(
+        BASE + "/sessions/s1/context-items/active_file", {"value": "main.py", "confidence": 0.9}
+    )
+    call = OUTPUTS["swe_open_ctf_python"]
+    session = Session.objects.get()
+    path = json.loads(json.dumps(call))["output"].split("]")[0].split("[File: ")[1].split(" (")[0]
+    Finding.objects.create(
+        session=session, tool="open", query=path, fact="checked by a person", source="manual"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s1/turns", real_turn())
+    assert ContextItem.objects.get().value == "main.py"
+    assert Finding.objects.get().fact == "checked by a person"
+    assert ExtractionJob.objects.get().status == "done"
+
+
+@pytest.mark.django_db
+def test_findings_from_openai_style_tool_messages(api, django_capture_on_commit_callbacks):
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": json.dumps({"command": "python hello.py"})},
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(
+            BASE + "/sessions/s1/turns",
+            {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]},
+        )
+        api.post(
+            BASE + "/sessions/s1/turns",
+            {
+                "messages": [
+                    {
+                        "role": "tool",
+                        "tool_call_id": "call_1",
+                        "content": OUTPUTS["oh_terminal_python"]["output"],
+                    }
+                ]
+            },
+        )
+    finding = Finding.objects.get()
+    assert (finding.tool, finding.query) == ("terminal", "python hello.py")
+    assert finding.fact == "`python hello.py` exit 0: Hello, World!"
+
+
+@pytest.mark.django_db
+def test_a_failing_extraction_is_recorded_and_never_fails_ingest(
+    api, monkeypatch, django_capture_on_commit_callbacks
+):
+    def broken(*args, **kwargs):
+        raise ValueError("extractor bug")
+
+    monkeypatch.setattr(workers, "finding_from_tool", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(BASE + "/sessions/s1/turns", real_turn())
+    assert response.status_code == 201
+    job = ExtractionJob.objects.get()
+    assert job.status == "failed" and job.last_error == "ValueError: extractor bug"
+    assert Message.objects.count() == 2  # the turn itself is stored
+    assert Finding.objects.count() == 0 and ContextItem.objects.count() == 0  # rolled back
+
+
+@pytest.mark.django_db
+def test_broker_down_ingest_succeeds_and_the_sweep_catches_up(
+    api, monkeypatch, django_capture_on_commit_callbacks
+):
+    calls = []
+
+    def unreachable(*args, **kwargs):
+        calls.append(args)
+        raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(extract_turn, "apply_async", unreachable)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = api.post(BASE + "/sessions/s1/turns", real_turn())
+        second = api.post(BASE + "/sessions/s1/turns", real_turn())
+    assert first.status_code == second.status_code == 201
+    assert len(calls) == 1  # after one failure, dispatch backs off instead of timing out again
+    assert list(ExtractionJob.objects.values_list("status", flat=True)) == ["pending", "pending"]
+    assert Message.objects.count() == 4
+    monkeypatch.undo()
+    # Too fresh for the sweep; then old enough.
+    assert workers.sweep_extractions() == 0
+    later = timezone.now() + timedelta(minutes=1)
+    assert workers.sweep_extractions(now=later) == 2
+    assert set(ExtractionJob.objects.values_list("status", flat=True)) == {"done"}
+    assert Finding.objects.count() == 1  # same file read twice: one finding
+
+
+# --- cleanup ---------------------------------------------------------------------------
+
+
+def make_session(agent, key, *, expired, messages=4):
+    client_key = ApiKey.issue(agent)[1]
+    client = Client()
+    headers = {"Authorization": f"Bearer {client_key}"}
+    body = {
+        "messages": [{"role": "user", "content": f"{key} message {i}"} for i in range(messages)],
+        "tool_calls": [{"tool": "grep", "query": key, "output": "x" * 3000}],
+    }
+    client.post(
+        f"{BASE}/sessions/{key}/turns",
+        body,
+        content_type="application/json",
+        headers={**headers, "Idempotency-Key": key},
+    )
+    session = Session.objects.get(agent=agent, key=key)
+    with transaction.atomic():
+        ContextItem.put(session, "k", "v", source="explicit", confidence=1, actor="t")
+    Finding.record(session, tool="grep", query=key, fact="f", actor="t")
+    first = Subtask.objects.create(session=session, title="a")
+    Subtask.objects.create(session=session, title="b").dependencies.add(first)
+    Memory.objects.create(agent=agent, session=session, content=f"learned in {key}")
+    if expired:
+        Session.objects.filter(pk=session.pk).update(
+            expires_at=timezone.now() - timedelta(seconds=5)
+        )
+    return session
+
+
+def rows_of(session_ids):
+    return sum(
+        model.objects.filter(session_id__in=session_ids).count()
+        for model in (
+            Message,
+            Turn,
+            ToolCall,
+            ContextItem,
+            Finding,
+            Subtask,
+            ExtractionJob,
+            IdempotencyRecord,
+        )
+    )
+
+
+@pytest.mark.django_db
+def test_cleanup_removes_expired_keeps_live_and_memories(agent):
+    old = [make_session(agent, f"old{i}", expired=True).pk for i in range(3)]
+    live = [make_session(agent, f"live{i}", expired=False).pk for i in range(2)]
+    expiring = Memory.objects.create(
+        agent=agent, content="temporary", expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    live_rows = rows_of(live)
+    run = cleanup.run_cleanup(triggered_by="test")
+    assert (run.status, run.sessions_total, run.sessions_removed, run.sessions_done) == (
+        "done",
+        3,
+        3,
+        3,
+    )
+    assert run.messages_removed == 12 and run.rows_removed > 12
+    assert Session.objects.filter(pk__in=old).count() == 0 and rows_of(old) == 0
+    assert PendingToolOutput.objects.filter(tool_call__session_id__in=old).count() == 0
+    assert Session.objects.filter(pk__in=live).count() == 2 and rows_of(live) == live_rows
+    # Memories from expired sessions stay, unlinked; a memory's own expiry archives it.
+    assert Memory.objects.filter(content__startswith="learned in old", session=None).count() == 3
+    expiring.refresh_from_db()
+    assert expiring.status == "archived" and run.memories_expired == 1
+    assert MemoryEvent.objects.filter(
+        target_kind="memory", target_id=expiring.pk, action="expire"
+    ).exists()
+    assert cleanup.run_cleanup().sessions_removed == 0  # nothing left: a second run is a no-op
+
+
+@pytest.mark.django_db
+def test_dry_run_counts_and_removes_nothing(agent):
+    make_session(agent, "old", expired=True)
+    make_session(agent, "live", expired=False)
+    out = StringIO()
+    call_command("cleanup_expired", "--dry-run", stdout=out)
+    assert out.getvalue().startswith("done: would remove 1 sessions, 4 messages")
+    assert Session.objects.count() == 2
+    run = CleanupRun.objects.get()
+    assert run.dry_run and run.sessions_removed == 1 and run.messages_removed == 4
+    call_command("cleanup_expired", stdout=out)
+    assert list(Session.objects.values_list("key", flat=True)) == ["live"]
+
+
+@pytest.mark.django_db
+def test_a_session_written_to_during_cleanup_is_never_removed(agent):
+    session = make_session(agent, "revived", expired=True)
+    now = timezone.now()
+    # The cleanup chose it as expired; then a write slid its expiry before the batch ran.
+    Session.objects.filter(pk=session.pk).update(expires_at=now + timedelta(hours=1))
+    assert cleanup.purge_sessions([session.pk], now) == (0, 0, 0)
+    assert Session.objects.filter(pk=session.pk).exists() and rows_of([session.pk]) > 0
+
+
+@pytest.mark.django_db
+def test_large_sessions_lose_their_messages_in_chunks(agent, monkeypatch):
+    monkeypatch.setattr(cleanup, "CHUNK_MESSAGES", 3)
+    session = make_session(agent, "big", expired=True, messages=10)
+    run = cleanup.run_cleanup(batch_messages=4)
+    assert run.messages_removed == 10 and run.sessions_removed == 1
+    assert not Session.objects.filter(pk=session.pk).exists()
+
+
+@pytest.mark.django_db
+def test_only_one_cleanup_at_a_time(agent):
+    CleanupRun.objects.create(status="running")
+    assert cleanup.run_cleanup() is None
+    with pytest.raises(CommandError, match="another cleanup is running"):
+        call_command("cleanup_expired", stdout=StringIO())
+    assert cleanup.run_cleanup(dry_run=True).status == "done"  # previews are fine
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingest_into_live_sessions_goes_on_during_cleanup():
+    agent = Agent.objects.create(name="busy")
+    for i in range(30):
+        make_session(agent, f"old{i}", expired=True, messages=20)
+    live_key = ApiKey.issue(agent)[1]
+    statuses, errors = [], []
+    done = threading.Event()
+
+    def append():
+        client = Client()
+        try:
+            while not done.is_set() or len(statuses) < 5:
+                response = client.post(
+                    f"{BASE}/sessions/live/turns",
+                    {"messages": [{"role": "user", "content": "still here"}]},
+                    content_type="application/json",
+                    headers={"Authorization": f"Bearer {live_key}"},
+                )
+                statuses.append(response.status_code)
+        except Exception as exc:
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    try:
+        run = cleanup.run_cleanup(batch_messages=40)
+    finally:
+        done.set()
+        thread.join(timeout=60)
+    assert errors == [] and set(statuses) == {201}
+    assert run.sessions_removed == 30
+    live = Session.objects.get(key="live")
+    assert live.message_count == len(statuses)
+    assert Message.objects.filter(session=live).count() == len(statuses)
+
+
+@pytest.mark.django_db
+def test_beat_runs_cleanup_and_the_sweep(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE
+    assert schedule["cleanup-expired"]["task"] == "memoryapp.core.tasks.cleanup_expired"
+    assert schedule["cleanup-expired"]["schedule"] == settings.MEMORYAPP_CLEANUP_INTERVAL_SECONDS
+    assert schedule["sweep-extractions"]["task"] == "memoryapp.core.tasks.sweep_extractions"
+    assert set(celery_app.tasks) >= {s["task"] for s in schedule.values()}
+
+
+@pytest.mark.django_db
+def test_dispatch_waits_for_the_outermost_commit(api, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        with transaction.atomic():
+            api.post(BASE + "/sessions/s1/turns", real_turn())
+            assert ExtractionJob.objects.get().status == "pending"
+    assert len(callbacks) == 1
