@@ -28,7 +28,7 @@ def staff_client(api):
 
 def test_every_model_has_an_admin_changelist_with_search(staff_client):
     core_models = [m for m in admin.site._registry if m._meta.app_label == "core"]
-    assert len(core_models) == 12
+    assert len(core_models) == 15
     for model in core_models:
         url = f"/admin/core/{model._meta.model_name}/"
         assert staff_client.get(url).status_code == 200, url

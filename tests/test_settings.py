@@ -109,7 +109,7 @@ def _settings_of(env_overrides: dict) -> list[str]:
 
 
 def test_embedded_default_is_sqlite_and_in_process_tasks():
-    assert _settings_of({}) == ["django.db.backends.sqlite3", "True", "memory://"]
+    assert _settings_of({}) == ["django.db.backends.sqlite3", "True", "memory://localhost/"]
 
 
 def test_production_urls_switch_to_postgres_and_redis_workers():

@@ -5,12 +5,15 @@ from django.contrib import admin
 from memoryapp.core.models import (
     Agent,
     ApiKey,
+    CleanupRun,
     ContextItem,
+    ExtractionJob,
     Finding,
     IdempotencyRecord,
     Memory,
     MemoryEvent,
     Message,
+    PendingToolOutput,
     Session,
     Subtask,
     ToolCall,
@@ -152,3 +155,35 @@ class IdempotencyRecordAdmin(admin.ModelAdmin):
     list_display = ["key", "session", "created_at"]
     search_fields = ["key"]
     raw_id_fields = ["session"]
+
+
+@admin.register(ExtractionJob)
+class ExtractionJobAdmin(admin.ModelAdmin):
+    list_display = ["turn", "status", "attempts", "findings_added", "created_at", "finished_at"]
+    list_filter = ["status"]
+    search_fields = ["last_error", "session__key"]
+    list_select_related = ["turn__session__agent"]
+    raw_id_fields = ["turn", "session"]
+
+
+@admin.register(PendingToolOutput)
+class PendingToolOutputAdmin(admin.ModelAdmin):
+    list_display = ["tool_call"]
+    search_fields = ["tool_call__tool"]
+    raw_id_fields = ["tool_call"]
+
+
+@admin.register(CleanupRun)
+class CleanupRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "started_at",
+        "dry_run",
+        "status",
+        "sessions_removed",
+        "messages_removed",
+        "rows_removed",
+        "memories_expired",
+        "finished_at",
+    ]
+    list_filter = ["status", "dry_run"]
+    search_fields = ["error", "triggered_by"]
