@@ -4,9 +4,11 @@ Starts gunicorn (not the dev server) on PostgreSQL, creates an agent, and for se
 of 20 and of 2,000 stored messages runs 1, 8 and 32 concurrent clients, each appending
 turns of 2 messages (user + assistant, real text) to its own session for a fixed time.
 Prints turns/s, messages/s and p50/p99 latency per scenario as a markdown table.
+With REDIS_URL set (production), each turn's extraction job goes to Redis and one Celery
+worker process runs it beside the server, as in production.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
-        .venv/bin/python bench/ingest.py [--seconds 10]
+    REDIS_URL=redis://127.0.0.1:6379/14 .venv/bin/python bench/ingest.py [--seconds 10]
 
 The database is created when missing and migrated; the bench agent and its sessions
 are deleted afterwards.
@@ -181,6 +183,13 @@ def main() -> int:
         env=env,
     )
     base_url = f"http://127.0.0.1:{port}"
+    worker = None
+    if env.get("REDIS_URL"):
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memoryapp", "worker", "--concurrency", "1",
+             "--loglevel", "warning", "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
     try:
         for _ in range(100):
             try:
@@ -192,9 +201,10 @@ def main() -> int:
         else:
             print("gunicorn did not come up", file=sys.stderr)
             return 1
+        broker = "Redis + 1 Celery worker" if worker else "extraction in-process"
         print(
             f"gunicorn: {args.workers} workers x {args.threads} threads; {os.cpu_count()} cores; "
-            f"{args.seconds:.0f} s per scenario; PostgreSQL"
+            f"{args.seconds:.0f} s per scenario; PostgreSQL; {broker}"
         )
         print()
         print("| stored messages | clients | turns/s | messages/s | p50 ms | p99 ms | errors |")
@@ -211,6 +221,9 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=30)
         agent.delete()
     return 0
 

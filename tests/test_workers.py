@@ -81,7 +81,7 @@ def test_extraction_runs_after_the_turn_commits(api, django_capture_on_commit_ca
         response = api.post(BASE + "/sessions/s1/turns", real_turn())
     assert response.status_code == 201
     job = ExtractionJob.objects.get()
-    assert job.status == "pending"  # nothing ran inside the transaction
+    assert job.status == "queued" and job.finished_at is None  # nothing ran inside
     assert PendingToolOutput.objects.count() == 1  # the whole output waits for extraction
     assert len(callbacks) == 1
     callbacks[0]()
@@ -382,5 +382,6 @@ def test_dispatch_waits_for_the_outermost_commit(api, django_capture_on_commit_c
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         with transaction.atomic():
             api.post(BASE + "/sessions/s1/turns", real_turn())
-            assert ExtractionJob.objects.get().status == "pending"
+            assert ExtractionJob.objects.get().status == "queued"
     assert len(callbacks) == 1
+    assert ExtractionJob.objects.get().finished_at is None

@@ -182,7 +182,13 @@ def append_turn(
                 for row, call in zip(tool_call_rows, turn.tool_calls, strict=True)
                 if len(call.output) > excerpt_chars
             )
-        job = ExtractionJob.objects.create(turn=turn_row, session=session, created_at=now)
+        job = ExtractionJob.objects.create(
+            turn=turn_row,
+            session=session,
+            status=ExtractionJob.Status.QUEUED,
+            created_at=now,
+            queued_at=now,
+        )
         # After commit, never inside the transaction; a failed dispatch is left to the sweep.
         transaction.on_commit(lambda: dispatch_extraction(job.pk))
         session.message_count += len(turn.messages)

@@ -783,8 +783,8 @@ class ExtractionJob(models.Model):
     when the broker was down; its status and last error are what the dashboard shows."""
 
     class Status(models.TextChoices):
-        PENDING = "pending"  # stored, not yet handed to the broker
-        QUEUED = "queued"
+        PENDING = "pending"  # the broker could not take it: the sweep will
+        QUEUED = "queued"  # written so with the turn, then handed to the broker
         DONE = "done"
         FAILED = "failed"
 

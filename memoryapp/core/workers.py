@@ -6,8 +6,11 @@ stronger explicit or manual value) and its tool calls into findings (never overw
 person's manual finding), then deletes the whole tool outputs it no longer needs. A job
 that is done is never run again, so running one twice changes nothing.
 
-Dispatch never fails an ingest: when the broker cannot be reached the job stays
-`pending` and the periodic sweep dispatches it once the broker is back. After a failed
+Dispatch never fails an ingest. Jobs are written `queued` with the turn, so a successful
+publish costs no further write; when the broker cannot be reached the job is marked
+`pending` and the periodic sweep dispatches it once the broker is back. A job left
+`queued` for long (the process died between commit and publish, or a worker lost it) is
+dispatched again by the sweep too; running a job twice is harmless. After a failed
 dispatch, further dispatches are skipped for a few seconds, so a broker outage costs
 ingest one connection timeout, not one per request.
 """
@@ -45,23 +48,23 @@ _broker_lock = threading.Lock()
 
 
 def dispatch_extraction(job_id: int) -> bool:
-    """Hand a job to the broker; False (and the job stays pending) when it cannot."""
+    """Hand a job to the broker. Jobs are written `queued`, so success costs no write;
+    when the broker cannot take it the job is marked `pending` for the sweep."""
     global _broker_down_until
     from memoryapp.core.tasks import extract_turn
 
-    if time.monotonic() < _broker_down_until:
-        return False
-    try:
-        extract_turn.apply_async((job_id,), retry=False)
-    except Exception as exc:  # broker unreachable, or (in-process mode) the run failed
-        logger.warning("extraction job %s not dispatched: %s", job_id, exc)
-        with _broker_lock:
-            _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
-        return False
-    ExtractionJob.objects.filter(pk=job_id, status=ExtractionJob.Status.PENDING).update(
-        status=ExtractionJob.Status.QUEUED, queued_at=timezone.now()
+    if time.monotonic() >= _broker_down_until:
+        try:
+            extract_turn.apply_async((job_id,), retry=False)
+            return True
+        except Exception as exc:  # broker unreachable, or (in-process mode) the run failed
+            logger.warning("extraction job %s not dispatched: %s", job_id, exc)
+            with _broker_lock:
+                _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
+    ExtractionJob.objects.filter(pk=job_id, status=ExtractionJob.Status.QUEUED).update(
+        status=ExtractionJob.Status.PENDING
     )
-    return True
+    return False
 
 
 def reset_broker_backoff() -> None:
@@ -203,6 +206,9 @@ def sweep_extractions(now=None) -> int:
     )
     dispatched = 0
     for job_id in stale:
+        ExtractionJob.objects.filter(pk=job_id).exclude(status=ExtractionJob.Status.DONE).update(
+            status=ExtractionJob.Status.QUEUED, queued_at=timezone.now()
+        )
         if not dispatch_extraction(job_id):
             break  # the broker is still down: try again at the next sweep
         dispatched += 1
