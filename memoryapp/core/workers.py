@@ -87,7 +87,7 @@ def _tool_results_from_messages(turn) -> list[tuple[str, str, str]]:
         Message.objects.filter(
             session=turn.session, role=Message.Role.ASSISTANT, seq__lte=turn.last_seq
         )
-        .exclude(tool_calls=None)
+        .filter(tool_calls__isnull=False)
         .order_by("-seq")[:20]
     )
     for message in assistants:
