@@ -157,8 +157,14 @@ def finding_dict(finding: Finding) -> dict:
 
 
 def assemble_context(
-    session: Session, *, token_budget: int | None = None, query_hint: str = ""
+    session: Session,
+    *,
+    token_budget: int | None = None,
+    query_hint: str = "",
+    record_access: bool = True,
 ) -> dict:
+    """`record_access=False` for people looking (the dashboard): reading then neither
+    counts as the agent accessing its memories nor rolls the stored summary forward."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
     budget = allocate_budget(
@@ -237,7 +243,18 @@ def assemble_context(
     # System: session state and the summary of what the conversation pruned.
     kept_other = [m["seq"] for m in conversation if m["role"] != "system"]
     pruned_through = (kept_other[0] - 1) if kept_other else session.message_count
-    summary = summarize_pruned(session, pruned_through) if history["pruned_count"] else None
+    summary = None
+    if history["pruned_count"]:
+        if record_access:
+            summary = summarize_pruned(session, pruned_through)
+        elif session.summary:
+            summary = {
+                "text": session.summary,
+                "covers_through_seq": session.summary_through_seq,
+                "stale": bool(session.summary_error)
+                or session.summary_through_seq < pruned_through,
+                "error": session.summary_error or None,
+            }
     state_text = fmt.state_section(_session_state(session, items))
     summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
     system_text, system_tokens = "", 0
@@ -257,7 +274,7 @@ def assemble_context(
             break
 
     prompt = fmt.join_sections([system_text, working.text, findings_text, memories.text])
-    if memories.kept:
+    if memories.kept and record_access:
         Memory.objects.filter(id__in=[m.id for m in memories.kept]).update(
             last_accessed_at=timezone.now(), access_count=F("access_count") + 1
         )

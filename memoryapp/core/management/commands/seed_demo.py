@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 imported += 1
                 self.stdout.write(f"imported {path.name}: {len(turns)} turns")
         self.stdout.write(f"{imported} transcripts imported.")
-        self.stdout.write(f"Log in at http://127.0.0.1:8000/admin/ as {username!r} with password:")
+        self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {username!r} with password:")
         self.stdout.write(f"    {password}")
         self.stdout.write(f"API key for agent {demo_agent.name!r}:")
         self.stdout.write(raw_key)

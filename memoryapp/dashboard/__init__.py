@@ -1,0 +1,1 @@
+"""The HTMX dashboard: people watch agents' memory live and correct it."""
