@@ -428,6 +428,20 @@ class Finding(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
         self.delete()
 
+    def edit(self, actor: str, **changes) -> bool:
+        """A person's correction: the finding becomes `manual` (extraction leaves it be)."""
+        before = self.snapshot()
+        for name, value in changes.items():
+            if name not in self.EDITABLE:
+                raise ValueError(f"{name} is not editable")
+            setattr(self, name, value)
+        self.source = self.Source.MANUAL
+        if self.snapshot() == before:
+            return False
+        self.save()
+        MemoryEvent.record(self, MemoryEvent.Action.UPDATE, before, self.snapshot(), actor)
+        return True
+
 
 class ContextItem(models.Model):
     class Source(models.TextChoices):
@@ -678,6 +692,27 @@ class Memory(models.Model):
         self.save(update_fields=["status", "updated_at"])
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, before, self.snapshot(), actor)
         return True
+
+    def revert(self, event: MemoryEvent, actor: str) -> Memory:
+        """Undo one change from this memory's history. Undoing an add forgets the memory;
+        undoing a replacement brings the old fact back and archives the new one; undoing
+        any other change restores the type, confidence and status it had before."""
+        if event.before is None:
+            self.archive(actor)
+            return self
+        before = self.snapshot()
+        replacement = self.superseded_by if self.status == self.Status.SUPERSEDED else None
+        if replacement is not None and event.before.get("status") == self.Status.ACTIVE:
+            replacement.archive(actor)
+            self.superseded_by = None
+        self.memory_type = event.before.get("memory_type", self.memory_type)
+        self.confidence = event.before.get("confidence", self.confidence)
+        self.status = event.before.get("status", self.status)
+        self.source = self.Source.MANUAL
+        if self.snapshot() != before:
+            self.save()
+            MemoryEvent.record(self, MemoryEvent.Action.UPDATE, before, self.snapshot(), actor)
+        return self
 
     def expire(self, actor: str = "system:cleanup") -> bool:
         """The memory's own expiry passed: archived, with an `expire` event."""

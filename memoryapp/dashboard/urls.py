@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memoryapp.dashboard import views
+from memoryapp.dashboard import editing, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -9,4 +9,21 @@ urlpatterns = [
     path("agents/<slug:name>/sessions/<str:key>/", views.session_detail, name="session"),
     path("agents/<slug:name>/sessions/<str:key>/older/", views.session_older, name="older"),
     path("agents/<slug:name>/sessions/<str:key>/live/", views.session_live, name="live"),
+    path("agents/<slug:name>/memories/", editing.memories, name="memories"),
+    path(
+        "agents/<slug:name>/memories/<int:pk>/<str:action>/",
+        editing.memory_status,
+        name="memory_status",
+    ),
+    path("agents/<slug:name>/items/<str:kind>/<int:pk>/edit/", editing.item_edit, name="item_edit"),
+    path(
+        "agents/<slug:name>/items/<str:kind>/<int:pk>/history/",
+        editing.item_history,
+        name="item_history",
+    ),
+    path(
+        "agents/<slug:name>/items/<str:kind>/<int:pk>/revert/<int:event_id>/",
+        editing.item_revert,
+        name="item_revert",
+    ),
 ]

@@ -1,0 +1,221 @@
+"""Editing remembered facts from the dashboard: roles, inline edit, history, revert."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent, Session
+from memoryapp.dashboard.models import Membership
+
+pytestmark = pytest.mark.django_db
+HX = {"HX-Request": "true"}
+
+
+def user_with(role, agent, name):
+    user = get_user_model().objects.create_user(name, password="pw-for-tests-only")
+    Membership.objects.create(user=user, agent=agent, role=role)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def agent(db):
+    return Agent.objects.create(name="coder")
+
+
+@pytest.fixture
+def memory(agent):
+    return Memory.remember(
+        agent, "The API is v1", memory_type="fact", confidence=0.7, actor="agent:coder"
+    )[0]
+
+
+@pytest.fixture
+def editor(agent):
+    return user_with("editor", agent, "edna")
+
+
+@pytest.fixture
+def viewer(agent):
+    return user_with("viewer", agent, "vera")
+
+
+@pytest.fixture
+def outsider(db):
+    return user_with("editor", Agent.objects.create(name="other"), "otto")
+
+
+def url(memory, what="edit"):
+    return f"/agents/coder/items/memory/{memory.pk}/{what}/"
+
+
+def test_memories_page_filters(agent, viewer, memory):
+    Memory.objects.create(agent=agent, content="Use tabs", memory_type="convention", confidence=0.4)
+    Memory.objects.create(agent=agent, content="old", status="archived")
+    page = viewer.get("/agents/coder/memories/")
+    assert [m.content for m in page.context["memories"]] == ["The API is v1", "Use tabs"]
+    assert [
+        m.content
+        for m in viewer.get("/agents/coder/memories/", {"type": "convention"}).context["memories"]
+    ] == ["Use tabs"]
+    assert [
+        m.content
+        for m in viewer.get("/agents/coder/memories/", {"status": "archived"}).context["memories"]
+    ] == ["old"]
+    assert [
+        m.content
+        for m in viewer.get("/agents/coder/memories/", {"min_confidence": "0.5"}).context[
+            "memories"
+        ]
+    ] == ["The API is v1"]
+    assert [
+        m.content for m in viewer.get("/agents/coder/memories/", {"q": "tabs"}).context["memories"]
+    ] == ["Use tabs"]
+    assert "edit</a>" not in page.content.decode()  # viewers get no edit controls
+
+
+def test_viewer_cannot_edit_and_outsider_cannot_see(memory, viewer, outsider):
+    assert viewer.get(url(memory), headers=HX).status_code == 403
+    assert (
+        viewer.post(
+            url(memory), {"content": "x", "memory_type": "fact", "confidence": "1"}
+        ).status_code
+        == 403
+    )
+    assert viewer.post(f"/agents/coder/memories/{memory.pk}/archive/").status_code == 403
+    assert viewer.get(url(memory, "history"), headers=HX).status_code == 200
+    for response in (
+        outsider.get(url(memory), headers=HX),
+        outsider.get(url(memory, "history")),
+        outsider.post(f"/agents/coder/memories/{memory.pk}/archive/"),
+        outsider.get("/agents/coder/memories/"),
+    ):
+        assert response.status_code == 404
+    memory.refresh_from_db()
+    assert (memory.content, memory.status) == ("The API is v1", "active")
+
+
+def test_inline_edit_replaces_the_fact_and_records_who(memory, editor):
+    form = editor.get(url(memory), headers=HX)
+    assert (
+        form.status_code == 200
+        and "<form" in form.content.decode()
+        and "<html" not in form.content.decode()
+    )
+    response = editor.post(
+        url(memory),
+        {"content": "The API is v2", "memory_type": "fact", "confidence": "0.9"},
+        headers=HX,
+    )
+    assert response.status_code == 200
+    assert response.headers["HX-Trigger"] == '{"memory-changed": {}}'
+    new = Memory.objects.get(status="active")
+    assert (new.content, new.source, new.confidence) == ("The API is v2", "manual", 0.9)
+    memory.refresh_from_db()
+    assert memory.status == "superseded" and memory.superseded_by == new
+    assert MemoryEvent.objects.filter(target_id=new.pk, actor="user:edna", action="add").exists()
+
+
+def test_invalid_edit_shows_the_form_with_errors_and_changes_nothing(memory, editor):
+    response = editor.post(
+        url(memory), {"content": "", "memory_type": "fact", "confidence": "7"}, headers=HX
+    )
+    assert response.status_code == 422 and "errorlist" in response.content.decode()
+    memory.refresh_from_db()
+    assert memory.content == "The API is v1" and Memory.objects.count() == 1
+
+
+def test_edit_without_javascript_redirects(memory, editor):
+    page = editor.get(url(memory))
+    assert "<html" in page.content.decode()
+    response = editor.post(
+        url(memory), {"content": "The API is v1", "memory_type": "lesson", "confidence": "0.5"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/agents/coder/memories/"
+    memory.refresh_from_db()
+    assert (memory.memory_type, memory.confidence) == ("lesson", 0.5)
+
+
+def test_archive_restore_and_one_click_revert(memory, editor):
+    editor.post(f"/agents/coder/memories/{memory.pk}/archive/", headers=HX)
+    memory.refresh_from_db()
+    assert memory.status == "archived"
+    editor.post(f"/agents/coder/memories/{memory.pk}/restore/", headers=HX)
+    editor.post(
+        url(memory),
+        {"content": "The API is v2", "memory_type": "fact", "confidence": "0.8"},
+        headers=HX,
+    )
+    history = editor.get(url(memory, "history"), headers=HX)
+    assert "user:edna" in history.content.decode() and "revert" in history.content.decode()
+    replaced = MemoryEvent.objects.filter(target_id=memory.pk, action="update").latest("id")
+    response = editor.post(
+        f"/agents/coder/items/memory/{memory.pk}/revert/{replaced.pk}/", headers=HX
+    )
+    assert response.status_code == 200
+    memory.refresh_from_db()
+    assert memory.status == "active" and memory.superseded_by is None
+    assert Memory.objects.get(content="The API is v2").status == "archived"
+    actions = list(
+        MemoryEvent.objects.filter(target_kind="memory", target_id=memory.pk)
+        .order_by("id")
+        .values_list("action", "actor")
+    )
+    assert actions == [
+        ("add", "agent:coder"),
+        ("delete", "user:edna"),
+        ("restore", "user:edna"),
+        ("update", "user:edna"),  # superseded by the edit
+        ("update", "user:edna"),  # the revert
+    ]
+
+
+def test_findings_and_context_items_are_edited_the_same_way(agent, editor, viewer):
+    session = Session.objects.create(agent=agent, key="s1", expires_at="2999-01-01T00:00Z")
+    finding = Finding.objects.create(
+        session=session, tool="grep", query="TODO", fact="2 matches", source="extracted"
+    )
+    item = ContextItem.objects.create(
+        session=session, key="framework", value="Django", source="inferred", confidence=0.6
+    )
+    structured = ContextItem.objects.create(
+        session=session, key="files", value=["a.py"], confidence=0.8
+    )
+    editor.post(
+        f"/agents/coder/items/finding/{finding.pk}/edit/",
+        {"query": "TODO", "fact": "3 matches", "success": "on"},
+        headers=HX,
+    )
+    finding.refresh_from_db()
+    assert (finding.fact, finding.source) == ("3 matches", "manual")
+    editor.post(
+        f"/agents/coder/items/context_item/{item.pk}/edit/",
+        {"value": "Django 6.1", "confidence": "1"},
+        headers=HX,
+    )
+    item.refresh_from_db()
+    assert (item.value, item.source, item.confidence) == ("Django 6.1", "manual", 1.0)
+    bad = editor.post(
+        f"/agents/coder/items/context_item/{structured.pk}/edit/",
+        {"value": "[oops", "confidence": "1"},
+        headers=HX,
+    )
+    assert bad.status_code == 422
+    editor.post(
+        f"/agents/coder/items/context_item/{structured.pk}/edit/",
+        {"value": '["a.py", "b.py"]', "confidence": "1"},
+        headers=HX,
+    )
+    structured.refresh_from_db()
+    assert structured.value == ["a.py", "b.py"]
+    event = MemoryEvent.objects.get(target_kind="finding", target_id=finding.pk)
+    editor.post(f"/agents/coder/items/finding/{finding.pk}/revert/{event.pk}/", headers=HX)
+    finding.refresh_from_db()
+    assert finding.fact == "2 matches"
+    assert (
+        viewer.post(f"/agents/coder/items/finding/{finding.pk}/edit/", {"fact": "x"}).status_code
+        == 403
+    )
+    page = editor.get("/agents/coder/sessions/s1/").content.decode()
+    assert f'id="item-finding-{finding.pk}"' in page and f'id="item-context_item-{item.pk}"' in page
