@@ -1,10 +1,14 @@
 from django.urls import path
 
-from memoryapp.dashboard import editing, views
+from memoryapp.dashboard import cleanup_views, editing, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.agents_overview, name="agents"),
+    path("cleanup/", cleanup_views.cleanup_page, name="cleanup"),
+    path("cleanup/run/", cleanup_views.cleanup_start, name="cleanup_start"),
+    path("cleanup/runs/<int:run_id>/", cleanup_views.cleanup_progress, name="cleanup_progress"),
+    path("cleanup/extend/", cleanup_views.extend_sessions, name="cleanup_extend"),
     path("agents/<slug:name>/", views.agent_detail, name="agent"),
     path("agents/<slug:name>/sessions/<str:key>/", views.session_detail, name="session"),
     path("agents/<slug:name>/sessions/<str:key>/older/", views.session_older, name="older"),

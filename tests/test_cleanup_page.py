@@ -1,0 +1,93 @@
+"""The staff cleanup page: preview, dry run, a run with progress, past runs, extending TTL."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+from memoryapp.core.models import Agent, CleanupRun, Memory, Session
+from memoryapp.dashboard.models import Membership
+
+pytestmark = pytest.mark.django_db
+HX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def staff(db):
+    user = get_user_model().objects.create_user("sam", password="pw-for-tests-only", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def editor(db):
+    agent = Agent.objects.get_or_create(name="coder")[0]
+    user = get_user_model().objects.create_user("edna", password="pw-for-tests-only")
+    Membership.objects.create(user=user, agent=agent, role="editor")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def sessions(db):
+    agent = Agent.objects.get_or_create(name="coder")[0]
+    for key in ("old", "live"):
+        append_turn(agent, key, TurnInput([MessageInput("user", f"{key} text")] * 3))
+    Memory.objects.create(agent=agent, session=Session.objects.get(key="old"), content="learned")
+    Session.objects.filter(key="old").update(expires_at=timezone.now() - timedelta(minutes=5))
+    return agent
+
+
+def test_only_staff_may_clean_up(editor, sessions):
+    for response in (
+        editor.get("/cleanup/"),
+        editor.post("/cleanup/run/", {"dry_run": "0"}),
+        editor.post("/cleanup/extend/", {"session": [1], "seconds": "3600"}),
+    ):
+        assert response.status_code == 403
+    assert Session.objects.count() == 2
+    assert Client().get("/cleanup/").status_code == 302
+
+
+def test_preview_lists_what_expired(staff, sessions):
+    page = staff.get("/cleanup/")
+    assert page.context["preview"]["sessions"] == 1 and page.context["preview"]["messages"] == 3
+    assert page.context["bytes"] > 0
+    assert [s.key for s in page.context["expired"]] == ["old"]
+
+
+def test_dry_run_then_run_with_progress(staff, sessions, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff.post("/cleanup/run/", {"dry_run": "1"}, headers=HX)
+    dry = CleanupRun.objects.get()
+    assert dry.dry_run and dry.status == "done" and dry.sessions_removed == 1
+    assert Session.objects.count() == 2
+    assert "<progress" in response.content.decode()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = staff.post("/cleanup/run/", {"dry_run": "0"}, headers=HX)
+    run = CleanupRun.objects.filter(dry_run=False).get()
+    assert run.status == "running"
+    html = response.content.decode()
+    assert f'hx-get="/cleanup/runs/{run.pk}/"' in html and 'hx-trigger="every 1s"' in html
+    callbacks[0]()  # the task runs after commit
+    progress = staff.get(f"/cleanup/runs/{run.pk}/", headers=HX).content.decode()
+    assert "done" in progress and 'value="100"' in progress and "hx-trigger" not in progress
+    assert list(Session.objects.values_list("key", flat=True)) == ["live"]
+    assert Memory.objects.get().content == "learned"
+    page = staff.get("/cleanup/").content.decode()
+    assert "user:sam" in page
+
+
+def test_extend_chosen_sessions(staff, sessions):
+    old = Session.objects.get(key="old")
+    response = staff.post("/cleanup/extend/", {"session": [old.pk], "seconds": "86400"})
+    assert response.status_code == 302
+    old.refresh_from_db()
+    assert old.expires_at > timezone.now() + timedelta(hours=23)
+    assert staff.post("/cleanup/extend/", {"session": [old.pk], "seconds": "5"}).status_code == 400
+    assert staff.post("/cleanup/extend/", {"session": ["x"], "seconds": "3600"}).status_code == 400
