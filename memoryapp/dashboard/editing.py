@@ -240,7 +240,19 @@ def memory_status(request: HttpRequest, name: str, pk: int, action: str) -> Http
 def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpResponse:
     agent = _get_agent_for_user(request, name)
     item = _get_item_for_user(request, agent, kind, pk)
-    events = MemoryEvent.objects.filter(target_kind=kind, target_id=item.pk).order_by(
+    ids = [item.pk]
+    if kind == "memory":
+        # A memory's history includes the facts it replaced, so a replacement can be
+        # reverted from the memory people see now.
+        frontier = [item.pk]
+        while frontier and len(ids) < 50:
+            frontier = list(
+                Memory.objects.filter(agent=agent, superseded_by_id__in=frontier).values_list(
+                    "pk", flat=True
+                )
+            )
+            ids.extend(frontier)
+    events = MemoryEvent.objects.filter(target_kind=kind, target_id__in=ids).order_by(
         "-created_at", "-id"
     )
     context = {
@@ -261,6 +273,7 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
     agent = _get_agent_for_user(request, name, "editor")
     item = _get_item_for_user(request, agent, kind, pk)
     event = MemoryEvent.objects.filter(target_kind=kind, target_id=item.pk, pk=event_id).first()
+    replacing = request.POST.get("shown_as")  # the row on screen, when reverting a predecessor
     if event is None:
         raise Http404("no such change")
     actor = _actor(request)
@@ -289,4 +302,9 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
             )
     if not request.htmx:
         return redirect(_back(agent, kind, item))
-    return trigger_client_event(_row(request, agent, kind, item), "memory-changed")
+    response = _row(request, agent, kind, item)
+    if replacing and replacing.isdigit() and int(replacing) != item.pk:
+        # The row on screen showed the replacement: swap it for the restored memory.
+        response["HX-Retarget"] = f"#item-{kind}-{int(replacing)}"
+        response["HX-Reswap"] = "outerHTML"
+    return trigger_client_event(response, "memory-changed")

@@ -1,0 +1,268 @@
+"""The dashboard in a real browser: Playwright driving Debian's chromium (headless,
+--no-sandbox; Playwright's own browser download is never used).
+
+Needs /usr/bin/chromium (`apt-get install chromium`; `.ci/run` installs it).
+"""
+
+import os
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from memoryapp import celery_app
+from memoryapp.core.models import (
+    Agent,
+    ApiKey,
+    ContextItem,
+    Finding,
+    Memory,
+    Session,
+)
+from memoryapp.dashboard.models import Membership
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PAYLOADS = [
+    line
+    for line in (Path(__file__).parent / "fixtures" / "xss_payloads.txt").read_text().splitlines()
+    if line.strip()
+]
+PASSWORD = "pw-for-browser-tests"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian's chromium: apt-get install chromium"
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests
+    # make between browser steps are still plain synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            )
+            yield browser
+            browser.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+@pytest.fixture
+def in_process_tasks():
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+class Watched:
+    """A page that records dialogs, CSP violations and page errors."""
+
+    def __init__(self, page):
+        self.page = page
+        self.dialogs = []
+        self.violations = []
+        page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        page.on(
+            "console",
+            lambda msg: (
+                self.violations.append(msg.text)
+                if "Content Security Policy" in msg.text or "Refused to" in msg.text
+                else None
+            ),
+        )
+        page.on("pageerror", lambda error: self.violations.append(str(error)))
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    watched = Watched(context.new_page())
+    yield watched
+    context.close()
+
+
+def make_user(name, agent=None, role="editor", staff=False):
+    user = get_user_model().objects.create_user(name, password=PASSWORD, is_staff=staff)
+    if agent is not None:
+        Membership.objects.create(user=user, agent=agent, role=role)
+    return user
+
+
+def log_in(page, live_server, username):
+    page.goto(live_server.url + "/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + "/")
+
+
+def append(live_server, key, session, content):
+    response = httpx.post(
+        f"{live_server.url}/api/v1/sessions/{quote(session, safe='')}/turns",
+        json={"messages": [{"role": "user", "content": content}]},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+
+
+def test_log_in_open_a_session_and_see_a_new_turn_arrive_live(page, live_server, in_process_tasks):
+    agent = Agent.objects.create(name="coder")
+    key = ApiKey.issue(agent)[1]
+    make_user("edna", agent)
+    append(live_server, key, "run-1", "first question from the agent")
+    log_in(page.page, live_server, "edna")
+    page.page.click("text=coder")
+    page.page.click("text=run-1")
+    page.page.wait_for_selector("text=first question from the agent")
+    append(live_server, key, "run-1", "a fresh message from the API")
+    page.page.wait_for_selector(
+        "text=a fresh message from the API", timeout=10_000
+    )  # polled every 2 s
+    assert page.dialogs == [] and page.violations == []
+
+
+def test_edit_a_memory_inline_and_revert_it_from_its_history(page, live_server):
+    agent = Agent.objects.create(name="coder")
+    Memory.remember(agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder")
+    make_user("edna", agent)
+    log_in(page.page, live_server, "edna")
+    page.page.goto(live_server.url + "/agents/coder/memories/")
+    page.page.click("a:text-is('edit')")
+    page.page.fill("textarea[name=content]", "The API is v2")
+    page.page.click("button:has-text('Save')")
+    page.page.wait_for_selector("p.content:has-text('The API is v2')")
+    page.page.click("a:text-is('history')")
+    page.page.wait_for_selector("table.history")
+    row = page.page.locator("tr", has_text="of the fact it replaced").filter(has_text="update")
+    row.locator("button:has-text('revert')").click()
+    page.page.wait_for_selector("p.content:has-text('The API is v1')")
+    assert Memory.objects.get(content="The API is v1").status == "active"
+    assert Memory.objects.get(content="The API is v2").status == "archived"
+    assert page.violations == []
+
+
+def test_run_a_cleanup_and_watch_the_progress_bar_reach_the_end(
+    page, live_server, in_process_tasks
+):
+    agent = Agent.objects.create(name="coder")
+    key = ApiKey.issue(agent)[1]
+    for i in range(3):
+        append(live_server, key, f"old-{i}", "soon gone")
+    Session.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    make_user("sam", staff=True)
+    log_in(page.page, live_server, "sam")
+    page.page.click("text=Cleanup")
+    page.page.wait_for_selector("text=old-2")
+    page.page.click("#run-cleanup")
+    page.page.wait_for_selector("progress[value='100']", timeout=15_000)
+    assert "removed 3 sessions" in page.page.inner_text("#progress")
+    assert Session.objects.count() == 0
+    assert page.violations == []
+
+
+DOM_CHECK = """() => {
+  const bad = [];
+  for (const el of document.querySelectorAll('*')) {
+    for (const a of el.attributes) {
+      const n = a.name.toLowerCase(), v = (a.value || '').trim().toLowerCase();
+      if (n.startsWith('on') || n.startsWith('hx-on')) bad.push(el.tagName + ' ' + n);
+      if (['href', 'src', 'action', 'formaction', 'data', 'xlink:href'].includes(n)
+          && v.startsWith('javascript:')) bad.push(el.tagName + ' ' + n);
+      if (n === 'hx-trigger' && v.includes('load')) bad.push(el.tagName + ' hx-trigger=load');
+    }
+    if (el.tagName === 'SCRIPT' && !el.src) bad.push('inline script');
+    if (['IFRAME', 'OBJECT', 'EMBED', 'IMG', 'BASE', 'AUDIO', 'VIDEO', 'STYLE'].includes(el.tagName)
+        && el.closest('body')) bad.push(el.tagName);
+  }
+  return {bad, xss: window.__xss === undefined ? 0 : window.__xss};
+}"""
+
+
+def test_fifty_xss_payloads_everywhere_run_no_script(page, live_server, in_process_tasks):
+    assert len(PAYLOADS) >= 50
+    agent = Agent.objects.create(name="coder")
+    key = ApiKey.issue(agent)[1]
+    make_user("sam", agent, role="staff", staff=True)
+    body = {
+        "messages": [
+            {"role": "user" if i % 2 else "assistant", "content": p, "name": "n" if i % 3 else None}
+            for i, p in enumerate(PAYLOADS)
+        ],
+        "tool_calls": [{"tool": p[:200], "query": p, "output": p * 2} for p in PAYLOADS],
+        "model": PAYLOADS[0],
+    }
+    for message in body["messages"]:
+        if message["name"] is None:
+            del message["name"]
+    response = httpx.post(
+        f"{live_server.url}/api/v1/sessions/everything/turns",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    )
+    assert response.status_code == 201, response.text
+    session = Session.objects.get(key="everything")
+    session.goal = PAYLOADS[1]
+    session.save()
+    for i, payload in enumerate(PAYLOADS):
+        Finding.objects.create(
+            session=session, tool=payload[:200], query=payload, fact=payload, step=1
+        )
+        ContextItem.objects.create(session=session, key=f"{i}{payload}"[:200], value=payload)
+        Memory.objects.create(agent=agent, content=payload, confidence=0.9)
+        if "/" not in payload:  # session keys cannot hold "/"
+            append(live_server, key, payload[:200], payload)
+            Session.objects.filter(agent=agent, key=payload[:200]).update(goal=payload)
+    Session.objects.exclude(key="everything").filter(pk__lt=session.pk + 20).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    log_in(page.page, live_server, "sam")
+    pages = [
+        "/",
+        "/agents/coder/?status=all",
+        "/agents/coder/sessions/everything/",
+        "/agents/coder/sessions/everything/older/?before=100",
+        "/agents/coder/memories/",
+        "/cleanup/",
+    ]
+    for key_payload in [p for p in PAYLOADS if "/" not in p][:5]:
+        pages.append(f"/agents/coder/sessions/{quote(key_payload[:200], safe='')}/")
+    for path in pages:
+        page.page.goto(live_server.url + path)
+        page.page.wait_for_timeout(300)  # give any injected handler time to fire
+        result = page.page.evaluate(DOM_CHECK)
+        assert result == {"bad": [], "xss": 0}, path
+        if "everything" in path or "memories" in path:
+            # Shown as text, exactly as the agent sent it.
+            assert "<script>window.__xss=1</script>" in page.page.inner_text("body"), path
+    # The history of an item holds agent text too.
+    memory = Memory.objects.filter(agent=agent).first()
+    page.page.goto(f"{live_server.url}/agents/coder/items/memory/{memory.pk}/history/")
+    assert page.page.evaluate(DOM_CHECK) == {"bad": [], "xss": 0}
+    assert page.dialogs == []
+    assert page.violations == []  # nothing was even blocked by the CSP: all of it was escaped
