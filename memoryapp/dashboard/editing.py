@@ -21,7 +21,7 @@ from django_htmx.http import trigger_client_event
 
 from memoryapp.core import search as fulltext
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent
-from memoryapp.dashboard.views import _get_agent_for_user
+from memoryapp.dashboard.access import _get_agent_for_user
 
 PAGE = 50
 KINDS = ("memory", "finding", "context_item")

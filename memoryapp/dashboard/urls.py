@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memoryapp.dashboard import cleanup_views, editing, views
+from memoryapp.dashboard import agent_admin, cleanup_views, editing, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -13,6 +13,9 @@ urlpatterns = [
     path("agents/<slug:name>/sessions/<str:key>/", views.session_detail, name="session"),
     path("agents/<slug:name>/sessions/<str:key>/older/", views.session_older, name="older"),
     path("agents/<slug:name>/sessions/<str:key>/live/", views.session_live, name="live"),
+    path("agents/<slug:name>/settings/", agent_admin.agent_settings, name="agent_settings"),
+    path("agents/<slug:name>/keys/", agent_admin.create_key, name="create_key"),
+    path("agents/<slug:name>/keys/<int:key_id>/revoke/", agent_admin.revoke_key, name="revoke_key"),
     path("agents/<slug:name>/memories/", editing.memories, name="memories"),
     path(
         "agents/<slug:name>/memories/<int:pk>/<str:action>/",

@@ -12,7 +12,6 @@ import binascii
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Max, Q, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
@@ -24,7 +23,6 @@ from django_htmx.http import HttpResponseStopPolling
 from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import message_dict, restore_history
 from memoryapp.core.models import (
-    Agent,
     ContextItem,
     ExtractionJob,
     Finding,
@@ -34,46 +32,13 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
-from memoryapp.dashboard.models import RANK, Membership
+from memoryapp.dashboard.access import _get_agent_for_user, _get_session_for_user, agents_for
+from memoryapp.dashboard.charts import tokens_per_day
 from memoryapp.lib import prompt as fmt
 
 PAGE = 50
 OLDER_PAGE = 50
 LIVE_LIMIT = 100
-
-
-# --- access ----------------------------------------------------------------------------
-
-
-def agents_for(user):
-    if user.is_superuser:
-        return Agent.objects.all()
-    return Agent.objects.filter(memberships__user=user)
-
-
-def role_of(user, agent: Agent) -> str | None:
-    if user.is_superuser:
-        return Membership.Role.STAFF
-    return Membership.objects.filter(user=user, agent=agent).values_list("role", flat=True).first()
-
-
-def _get_agent_for_user(request: HttpRequest, name: str, need: str = "viewer") -> Agent:
-    agent = Agent.objects.filter(name=name).first()
-    role = role_of(request.user, agent) if agent is not None else None
-    if role is None:
-        raise Http404("no such agent")
-    if RANK[role] < RANK[need]:
-        raise PermissionDenied
-    request.agent_role = role
-    return agent
-
-
-def _get_session_for_user(request: HttpRequest, agent: Agent, key: str) -> Session:
-    # Expired sessions stay visible here until cleanup removes them: people clean up.
-    session = Session.objects.filter(agent=agent, key=key).select_related("agent").first()
-    if session is None:
-        raise Http404("no such session")
-    return session
 
 
 # --- pages -----------------------------------------------------------------------------
@@ -160,6 +125,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "agent": agent,
         "role": request.agent_role,
+        "chart": tokens_per_day(agent),
         "sessions": page[:PAGE],
         "next_cursor": next_cursor,
         "status": status,
