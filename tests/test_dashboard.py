@@ -247,3 +247,21 @@ def test_pages_send_a_strict_content_security_policy(agent, viewer):
     html = viewer.get("/").content.decode()
     assert "<script>" not in html  # no inline script anywhere
     assert 'src="/static/django_htmx/htmx-2.min.js' in html or "htmx" in html
+
+
+def test_search_page_highlights_and_escapes(agent, viewer, outsider):
+    append_turn(
+        agent, "s1", TurnInput([MessageInput("user", "the <b>parser</b> crashes on unicode")])
+    )
+    page = viewer.get("/agents/coder/search/", {"q": "parser unicode"})
+    html = page.content.decode()
+    assert "<mark>parser</mark>" in html and "<mark>unicode</mark>" in html
+    assert "&lt;b&gt;" in html and "<b>" not in html
+    assert 'href="/agents/coder/sessions/s1/#msg-1"' in html
+    fragment = viewer.get("/agents/coder/search/", {"q": "parser"}, headers={"HX-Request": "true"})
+    assert (
+        "<html" not in fragment.content.decode()
+        and "<mark>parser</mark>" in fragment.content.decode()
+    )
+    assert viewer.get("/agents/coder/search/", {"q": "nothing-like-this"}).context["hits"] == []
+    assert outsider.get("/agents/coder/search/", {"q": "parser"}).status_code == 404

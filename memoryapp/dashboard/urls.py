@@ -17,6 +17,7 @@ urlpatterns = [
     path("agents/<slug:name>/keys/", agent_admin.create_key, name="create_key"),
     path("agents/<slug:name>/keys/<int:key_id>/revoke/", agent_admin.revoke_key, name="revoke_key"),
     path("agents/<slug:name>/memories/", editing.memories, name="memories"),
+    path("agents/<slug:name>/search/", views.search_page, name="search"),
     path(
         "agents/<slug:name>/memories/<int:pk>/<str:action>/",
         editing.memory_status,
