@@ -265,3 +265,20 @@ def test_search_page_highlights_and_escapes(agent, viewer, outsider):
     )
     assert viewer.get("/agents/coder/search/", {"q": "nothing-like-this"}).context["hits"] == []
     assert outsider.get("/agents/coder/search/", {"q": "parser"}).status_code == 404
+
+
+def test_live_poll_sends_changed_working_context(agent, viewer):
+    from memoryapp.core.models import ContextItem
+
+    session = fill(agent, "s1", 1)
+    url = "/agents/coder/sessions/s1/live/"
+    quiet = viewer.get(url, {"after_seq": 2, "items_since": 0}, headers={"HX-Request": "true"})
+    assert 'id="working-context"' not in quiet.content.decode()
+    ContextItem.objects.create(session=session, key="active_file", value="lib/app.ex")
+    html = viewer.get(
+        url, {"after_seq": 2, "items_since": 0}, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert 'id="working-context" hx-swap-oob="innerHTML"' in html and "lib/app.ex" in html
+    since = html.split("items_since=")[1].split('"')[0]
+    again = viewer.get(url, {"after_seq": 2, "items_since": since}, headers={"HX-Request": "true"})
+    assert 'id="working-context"' not in again.content.decode()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, F, Max, Q, Sum
@@ -266,6 +266,10 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "chart": _turn_chart(turns),
         "last_seq": session.message_count,
         "last_finding": max((f.id for f in findings), default=0),
+        "items_since": max(
+            (i.updated_at.timestamp() for i in ContextItem.objects.filter(session=session)),
+            default=0,
+        ),
         "now": timezone.now(),
         "failed_jobs": ExtractionJob.objects.filter(
             session=session, status=ExtractionJob.Status.FAILED
@@ -312,10 +316,20 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
     try:
         after_seq = int(request.GET.get("after_seq", "0"))
         after_finding = int(request.GET.get("after_finding", "0"))
+        items_since = float(request.GET.get("items_since", "0"))
     except ValueError:
         raise Http404("bad position") from None
     if session.is_expired():
         return HttpResponseStopPolling()
+    # Working-context items change in place: when any changed, send the whole (small) list.
+    changed = ContextItem.objects.filter(
+        session=session, updated_at__gt=datetime.fromtimestamp(items_since, tz=UTC)
+    ).aggregate(latest=Max("updated_at"))["latest"]
+    items = (
+        list(ContextItem.objects.filter(session=session).order_by("-confidence", "key"))
+        if changed
+        else None
+    )
     messages = list(
         Message.objects.filter(session=session, seq__gt=after_seq).order_by("seq")[:LIVE_LIMIT]
     )
@@ -329,6 +343,9 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "new_findings": findings,
         "after_seq": messages[-1].seq if messages else after_seq,
         "after_finding": findings[-1].id if findings else after_finding,
+        "changed_items": items,
+        "items_since": changed.timestamp() if changed else items_since,
+        "role": request.agent_role,
     }
     return render(request, "dashboard/session.html#live", context)
 
