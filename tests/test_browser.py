@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from memoryapp import celery_app
@@ -148,7 +149,10 @@ def test_log_in_open_a_session_and_see_a_new_turn_arrive_live(page, live_server,
 
 def test_edit_a_memory_inline_and_revert_it_from_its_history(page, live_server):
     agent = Agent.objects.create(name="coder")
-    Memory.remember(agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder")
+    with transaction.atomic():
+        Memory.remember(
+            agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
+        )
     make_user("edna", agent)
     log_in(page.page, live_server, "edna")
     page.page.goto(live_server.url + "/agents/coder/memories/")

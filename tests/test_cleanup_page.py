@@ -7,12 +7,22 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from memoryapp import celery_app
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, CleanupRun, Memory, Session
 from memoryapp.dashboard.models import Membership
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
+
+
+@pytest.fixture(autouse=True)
+def in_process_tasks():
+    """The task runs in this process whatever REDIS_URL says (no worker here)."""
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
 
 
 @pytest.fixture

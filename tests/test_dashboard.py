@@ -256,7 +256,8 @@ def test_search_page_highlights_and_escapes(agent, viewer, outsider):
     page = viewer.get("/agents/coder/search/", {"q": "parser unicode"})
     html = page.content.decode()
     assert "<mark>parser</mark>" in html and "<mark>unicode</mark>" in html
-    assert "&lt;b&gt;" in html and "<b>" not in html
+    # SQLite's snippet keeps the tags (escaped here); PostgreSQL's headline drops them.
+    assert "<b>" not in html
     assert 'href="/agents/coder/sessions/s1/#msg-1"' in html
     fragment = viewer.get("/agents/coder/search/", {"q": "parser"}, headers={"HX-Request": "true"})
     assert (
