@@ -77,3 +77,17 @@ def other_api(db) -> ApiClient:
 def turn(*messages: tuple[str, str], **extra: Any) -> dict:
     """A turn body from (role, content) pairs."""
     return {"messages": [{"role": r, "content": c} for r, c in messages], **extra}
+
+
+def logged_in_member(role: str | None, agent: Agent, name: str, *, staff: bool = False) -> Client:
+    """A test client logged in as a new user holding `role` on `agent` (none: no role)."""
+    from django.contrib.auth import get_user_model
+
+    from memoryapp.dashboard.models import Membership
+
+    user = get_user_model().objects.create_user(name, password="pw-for-tests-only", is_staff=staff)
+    if role:
+        Membership.objects.create(user=user, agent=agent, role=role)
+    client = Client()
+    client.force_login(user)
+    return client

@@ -1,12 +1,11 @@
 """Agent settings and API keys from the dashboard: the agent's staff role only."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, ApiKey
-from memoryapp.dashboard.models import Membership
+from tests.conftest import logged_in_member  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
@@ -19,14 +18,6 @@ SETTINGS = {
 }
 
 
-def user_with(role, agent, name):
-    user = get_user_model().objects.create_user(name, password="pw-for-tests-only")
-    Membership.objects.create(user=user, agent=agent, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def agent(db):
     return Agent.objects.create(name="coder")
@@ -35,13 +26,13 @@ def agent(db):
 def test_only_staff_reach_settings_and_keys(agent):
     key = ApiKey.issue(agent)[0]
     for role in ("viewer", "editor"):
-        client = user_with(role, agent, role)
+        client = logged_in_member(role, agent, role)
         assert client.get("/agents/coder/settings/").status_code == 403
         assert client.post("/agents/coder/settings/", SETTINGS).status_code == 403
         assert client.post("/agents/coder/keys/").status_code == 403
         assert client.post(f"/agents/coder/keys/{key.pk}/revoke/").status_code == 403
         assert "Settings and API keys" not in client.get("/agents/coder/").content.decode()
-    outsider = user_with("staff", Agent.objects.create(name="other"), "otto")
+    outsider = logged_in_member("staff", Agent.objects.create(name="other"), "otto")
     assert outsider.get("/agents/coder/settings/").status_code == 404
     assert outsider.post(f"/agents/other/keys/{key.pk}/revoke/").status_code == 404
     key.refresh_from_db()
@@ -51,7 +42,7 @@ def test_only_staff_reach_settings_and_keys(agent):
 
 
 def test_staff_change_settings(agent):
-    staff = user_with("staff", agent, "sam")
+    staff = logged_in_member("staff", agent, "sam")
     response = staff.post("/agents/coder/settings/", SETTINGS, headers=HX)
     assert response.status_code == 200 and "Saved." in response.content.decode()
     agent.refresh_from_db()
@@ -70,7 +61,7 @@ def test_staff_change_settings(agent):
 
 
 def test_keys_are_shown_once_and_revocable(agent):
-    staff = user_with("staff", agent, "sam")
+    staff = logged_in_member("staff", agent, "sam")
     response = staff.post("/agents/coder/keys/", {"name": "ci"}, headers=HX)
     html = response.content.decode()
     raw = html.split('<pre class="secret" id="new-key">')[1].split("</pre>")[0]
@@ -87,7 +78,7 @@ def test_tokens_per_day_chart(agent):
     append_turn(
         agent, "s", TurnInput([MessageInput("user", "hello")], input_tokens=120, output_tokens=30)
     )
-    viewer = user_with("viewer", agent, "vera")
+    viewer = logged_in_member("viewer", agent, "vera")
     page = viewer.get("/agents/coder/")
     assert page.context["chart"]["bars"][0]["tokens"] == 150
     assert "150 tokens</title>" in page.content.decode()

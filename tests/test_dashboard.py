@@ -4,7 +4,6 @@ with the data, escaping of agent text, live polling."""
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -12,20 +11,11 @@ from django.utils import timezone
 
 from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, ExtractionJob, Finding, Session
-from memoryapp.dashboard.models import Membership
+from tests.conftest import logged_in_member  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-
-
-def user_with(role, agent, name):
-    user = get_user_model().objects.create_user(name, password="pw-for-tests-only")
-    if role:
-        Membership.objects.create(user=user, agent=agent, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -35,13 +25,13 @@ def agent(db):
 
 @pytest.fixture
 def viewer(agent):
-    return user_with("viewer", agent, "vera")
+    return logged_in_member("viewer", agent, "vera")
 
 
 @pytest.fixture
 def outsider(agent):
     other = Agent.objects.create(name="other")
-    return user_with("staff", other, "otto")
+    return logged_in_member("staff", other, "otto")
 
 
 def fill(agent, key, pairs, **extra):

@@ -1,22 +1,12 @@
 """Editing remembered facts from the dashboard: roles, inline edit, history, revert."""
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 
 from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent, Session
-from memoryapp.dashboard.models import Membership
+from tests.conftest import logged_in_member  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
-
-
-def user_with(role, agent, name):
-    user = get_user_model().objects.create_user(name, password="pw-for-tests-only")
-    Membership.objects.create(user=user, agent=agent, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -33,17 +23,17 @@ def memory(agent):
 
 @pytest.fixture
 def editor(agent):
-    return user_with("editor", agent, "edna")
+    return logged_in_member("editor", agent, "edna")
 
 
 @pytest.fixture
 def viewer(agent):
-    return user_with("viewer", agent, "vera")
+    return logged_in_member("viewer", agent, "vera")
 
 
 @pytest.fixture
 def outsider(db):
-    return user_with("editor", Agent.objects.create(name="other"), "otto")
+    return logged_in_member("editor", Agent.objects.create(name="other"), "otto")
 
 
 def url(memory, what="edit"):

@@ -258,42 +258,8 @@ def post_memory(request: HttpRequest, payload: MemoryIn):
     return Status(201 if created else 200, {"created": created, "memory": memory_dict(memory)})
 
 
-def _recall(
-    request: HttpRequest,
-    *,
-    query: str,
-    memory_type: str | None,
-    min_confidence: float | None,
-    status: str,
-    offset: int,
-    limit: int,
-) -> tuple[list[Memory], bool]:
-    agent = _agent(request)
-    if query.strip():
-        hits = fulltext.search(
-            agent,
-            query,
-            kinds=("memory",),
-            offset=offset,
-            limit=limit + 1,
-            memory_status=None if status == "all" else status,
-            memory_type=memory_type,
-            min_confidence=min_confidence,
-        )
-        by_id = Memory.objects.in_bulk([h.id for h in hits])
-        found = [by_id[h.id] for h in hits if h.id in by_id]
-    else:
-        memories = Memory.objects.for_agent(agent)
-        if status != "all":
-            memories = memories.filter(status=status)
-        if memory_type:
-            memories = memories.filter(memory_type=memory_type)
-        if min_confidence is not None:
-            memories = memories.filter(confidence__gte=min_confidence)
-        found = list(
-            memories.order_by("-confidence", "-updated_at", "-id")[offset : offset + limit + 1]
-        )
-    return found[:limit], len(found) > limit
+def _recall(request: HttpRequest, **filters) -> tuple[list[Memory], bool]:
+    return fulltext.recall_memories(_agent(request), **filters)
 
 
 @router.get("/memories", tags=["memories"])

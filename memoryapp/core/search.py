@@ -190,3 +190,50 @@ def _postgres(agent, words, kinds, memory_status, now):
         )
         params += [options, tsquery, agent.pk] + ([memory_status] if memory_status else [])
     return "SELECT * FROM (" + " UNION ALL ".join(parts) + ") AS hits", params
+
+
+def recall_memories(
+    agent: Agent,
+    *,
+    query: str = "",
+    memory_type: str | None = None,
+    min_confidence: float | None = None,
+    status: str = "active",
+    session_key: str | None = None,
+    offset: int = 0,
+    limit: int = 20,
+) -> tuple[list, bool]:
+    """An agent's memories, filtered: ranked by relevance with a query, else by confidence
+    then recency. Answers (a page of memories, whether more follow). Used by the API's
+    recall and the dashboard's memories page."""
+    from memoryapp.core.models import Memory
+
+    if query.strip():
+        hits = search(
+            agent,
+            query,
+            kinds=("memory",),
+            offset=offset,
+            limit=limit + 1,
+            memory_status=None if status == "all" else status,
+            memory_type=memory_type or None,
+            min_confidence=min_confidence or None,
+        )
+        by_id = Memory.objects.select_related("session").in_bulk([h.id for h in hits])
+        found = [by_id[h.id] for h in hits if h.id in by_id]
+        if session_key:
+            found = [m for m in found if m.session and m.session.key == session_key]
+    else:
+        memories = Memory.objects.for_agent(agent).select_related("session")
+        if status != "all":
+            memories = memories.filter(status=status)
+        if memory_type:
+            memories = memories.filter(memory_type=memory_type)
+        if min_confidence:
+            memories = memories.filter(confidence__gte=min_confidence)
+        if session_key:
+            memories = memories.filter(session__key=session_key)
+        found = list(
+            memories.order_by("-confidence", "-updated_at", "-id")[offset : offset + limit + 1]
+        )
+    return found[:limit], len(found) > limit

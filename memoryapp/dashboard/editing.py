@@ -149,35 +149,21 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
         offset = max(0, int(request.GET.get("offset") or 0))
     except ValueError:
         raise Http404("bad filter") from None
-    if query:
-        hits = fulltext.search(
-            agent,
-            query,
-            kinds=("memory",),
-            offset=offset,
-            limit=PAGE + 1,
-            memory_status=None if status == "all" else status,
-            memory_type=memory_type or None,
-            min_confidence=min_confidence or None,
-        )
-        by_id = Memory.objects.select_related("session").in_bulk([h.id for h in hits])
-        found = [by_id[h.id] for h in hits if h.id in by_id]
-    else:
-        rows = Memory.objects.filter(agent=agent).select_related("session")
-        if status != "all":
-            rows = rows.filter(status=status)
-        if memory_type:
-            rows = rows.filter(memory_type=memory_type)
-        if min_confidence:
-            rows = rows.filter(confidence__gte=min_confidence)
-        if session_key:
-            rows = rows.filter(session__key=session_key)
-        found = list(rows.order_by("-confidence", "-updated_at", "-id")[offset : offset + PAGE + 1])
+    found, more = fulltext.recall_memories(
+        agent,
+        query=query,
+        memory_type=memory_type or None,
+        min_confidence=min_confidence or None,
+        status=status,
+        session_key=session_key or None,
+        offset=offset,
+        limit=PAGE,
+    )
     context = {
         "agent": agent,
         "role": request.agent_role,
-        "memories": found[:PAGE],
-        "next_offset": offset + PAGE if len(found) > PAGE else None,
+        "memories": found,
+        "next_offset": offset + PAGE if more else None,
         "types": Memory.Type.choices,
         "statuses": ["active", "archived", "superseded", "all"],
         "filters": {
