@@ -5,7 +5,7 @@ from django.test import Client
 
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, ApiKey
-from tests.conftest import logged_in_member  # noqa: E402
+from tests.conftest import logged_in_member
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, ExtractionJob, Finding, Session
-from tests.conftest import logged_in_member  # noqa: E402
+from tests.conftest import logged_in_member
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@
 import pytest
 
 from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent, Session
-from tests.conftest import logged_in_member  # noqa: E402
+from tests.conftest import logged_in_member
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
