@@ -19,7 +19,6 @@ import asyncio
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import ensure_database, free_port, percentile  # noqa: E402
+from bench.common import ensure_database, percentile, start_gunicorn  # noqa: E402
 
 TURNS = 50
 
@@ -131,21 +130,6 @@ def generate(cursor, agent_id: int, sessions: int, messages: int, tag: str) -> N
     cursor.execute("ANALYZE")
 
 
-def count_rows(cursor, agent_id: int) -> int:
-    cursor.execute(
-        """
-        SELECT (SELECT count(*) FROM core_message m JOIN core_session s ON s.id = m.session_id
-                WHERE s.agent_id = %s)
-             + (SELECT count(*) FROM core_turn t JOIN core_session s ON s.id = t.session_id
-                WHERE s.agent_id = %s)
-             + (SELECT count(*) FROM core_toolcall c JOIN core_session s ON s.id = c.session_id
-                WHERE s.agent_id = %s)
-        """,
-        [agent_id] * 3,
-    )
-    return cursor.fetchone()[0]
-
-
 def ingest_during(
     base_url: str, api_key: str, stop: threading.Event, latencies: list, errors: list
 ) -> None:
@@ -210,21 +194,8 @@ def main() -> int:
     agent = Agent.objects.create(name=f"bench-cleanup-{secrets.token_hex(4)}")
     live_agent = Agent.objects.create(name=f"bench-live-{secrets.token_hex(4)}")
     _, api_key = ApiKey.issue(live_agent)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "memoryapp.wsgi", "--bind", f"127.0.0.1:{port}",
-         "--workers", "2", "--threads", "4", "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}"
+    server, base_url = start_gunicorn(env, workers=2, threads=4)
     try:
-        for _ in range(100):
-            try:
-                if httpx.get(base_url + "/api/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         total_messages = args.sessions * args.messages
         print(
             f"{args.sessions:,} expired sessions x {args.messages:,} messages = "

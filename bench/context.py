@@ -24,14 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import ensure_database, percentile  # noqa: E402
-
-TEXTS = [
-    "Let's open the file and look at the function that parses the header before editing it.",
-    "[File: src/parser.py (412 lines total)] 1: import re 2: from typing import Iterator",
-    "The test failed with AssertionError: expected 3 tokens, got 4. The lexer splits on dots.",
-    "Running pytest -q tests/test_parser.py: 12 passed, 1 failed in 0.84s",
-]
+from bench.common import TEXTS, ensure_database, percentile  # noqa: E402
 
 
 def main() -> int:

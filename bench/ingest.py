@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import ensure_database, percentile, start_gunicorn  # noqa: E402
+
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
     "`tests/missing_colon.py` fails with SyntaxError: invalid syntax on line 4. "
@@ -42,35 +43,6 @@ ASSISTANT_TEXT = (
     "of the function definition line. Let's open the file and add it.\n\n```\nopen "
     "tests/missing_colon.py\n```"
 )
-
-
-def ensure_database(url: str) -> None:
-    """Create the benchmark's database when it does not exist yet."""
-    import psycopg
-    from psycopg import sql
-
-    from memoryapp.lib.env import parse_database_url
-
-    db = parse_database_url(url)
-    params = {"host": db["HOST"], "port": db["PORT"] or None, "user": db["USER"] or None}
-    if db["PASSWORD"]:
-        params["password"] = db["PASSWORD"]
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]])
-        if exists.fetchone() is None:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db["NAME"])))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 async def prefill(client: httpx.AsyncClient, key: str, size: int) -> None:
@@ -163,26 +135,7 @@ def main() -> int:
     agent = Agent.objects.create(name=f"bench-{secrets.token_hex(4)}")
     _, api_key = ApiKey.issue(agent, name="bench")
 
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "memoryapp.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(args.workers),
-            "--threads",
-            str(args.threads),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    base_url = f"http://127.0.0.1:{port}"
+    server, base_url = start_gunicorn(env, args.workers, args.threads)
     worker = None
     if env.get("REDIS_URL"):
         worker = subprocess.Popen(
@@ -191,16 +144,6 @@ def main() -> int:
             cwd=ROOT, env=env,
         )  # fmt: skip
     try:
-        for _ in range(100):
-            try:
-                if httpx.get(base_url + "/api/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            print("gunicorn did not come up", file=sys.stderr)
-            return 1
         broker = "Redis + 1 Celery worker" if worker else "extraction in-process"
         print(
             f"gunicorn: {args.workers} workers x {args.threads} threads; {os.cpu_count()} cores; "

@@ -1,0 +1,70 @@
+"""Shared by the benchmarks: the PostgreSQL database, a real gunicorn server, percentiles."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Real-looking agent text (from the SWE-agent demonstrations' style) for generated history.
+TEXTS = [
+    "Let's open the file and look at the function that parses the header before editing it.",
+    "[File: src/parser.py (412 lines total)] 1: import re 2: from typing import Iterator",
+    "The test failed with AssertionError: expected 3 tokens, got 4. The lexer splits on dots.",
+    "Running pytest -q tests/test_parser.py: 12 passed, 1 failed in 0.84s",
+]
+
+
+def ensure_database(url: str) -> None:
+    """Create the benchmark's database when it does not exist yet."""
+    import psycopg
+    from psycopg import sql
+
+    from memoryapp.lib.env import parse_database_url
+
+    db = parse_database_url(url)
+    params = {"host": db["HOST"], "port": db["PORT"] or None, "user": db["USER"] or None}
+    if db["PASSWORD"]:
+        params["password"] = db["PASSWORD"]
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]])
+        if exists.fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db["NAME"])))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def start_gunicorn(env: dict, workers: int, threads: int) -> tuple[subprocess.Popen, str]:
+    """A real server on a free port, answering its health check; (process, base URL)."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "memoryapp.wsgi", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    for _ in range(150):
+        try:
+            if httpx.get(base_url + "/api/v1/health", timeout=1).status_code == 200:
+                return server, base_url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.terminate()
+    raise RuntimeError("gunicorn did not come up")
