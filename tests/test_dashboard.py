@@ -273,3 +273,12 @@ def test_live_poll_sends_changed_working_context(agent, viewer):
     since = html.split("items_since=")[1].split('"')[0]
     again = viewer.get(url, {"after_seq": 2, "items_since": since}, headers={"HX-Request": "true"})
     assert 'id="working-context"' not in again.content.decode()
+
+
+def test_static_files_are_served_by_the_app_itself(settings):
+    # Tests run with DEBUG off, as production does: no runserver static view here.
+    assert settings.DEBUG is False
+    css = Client().get("/static/memoryapp.css")
+    assert css.status_code == 200 and b"--accent" in b"".join(css.streaming_content)
+    htmx = Client().get("/static/django_htmx/htmx-2.min.js")
+    assert htmx.status_code == 200
