@@ -144,6 +144,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing root on every request
 # Static files come from our own host: WhiteNoise serves them from the app server, found
 # where they live (no collectstatic step needed; running it makes startup faster).
 WHITENOISE_USE_FINDERS = True
