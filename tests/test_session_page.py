@@ -1,0 +1,329 @@
+"""The session page's parts one by one (budget for a typed budget, pinned system messages,
+summary, grouped findings, turns chart, prompt), CSRF on every write, links that work
+without JavaScript, and objects reached through another agent's URL."""
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client
+from django.utils.html import escape
+
+from memoryapp.core.context import assemble_context
+from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
+from memoryapp.core.models import (
+    Agent,
+    ApiKey,
+    ContextItem,
+    Finding,
+    Memory,
+    MemoryEvent,
+    Session,
+    Subtask,
+)
+from memoryapp.core.summaries import summarize_pruned
+from tests.conftest import logged_in_member
+
+pytestmark = pytest.mark.django_db
+HX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def agent(db):
+    return Agent.objects.create(name="coder", max_messages=6)
+
+
+@pytest.fixture
+def session(agent):
+    append_turn(agent, "s1", TurnInput([MessageInput("system", "You are a careful coder.")]))
+    for i in range(10):
+        append_turn(
+            agent,
+            "s1",
+            TurnInput(
+                [
+                    MessageInput("user", f"question number {i} " + "word " * 30),
+                    MessageInput("assistant", f"answer number {i} " + "word " * 30),
+                ],
+                input_tokens=100 * (i + 1),
+                output_tokens=10 * (i + 1),
+                tool_calls=[ToolCallInput("grep", f"q{i}", "src/a.py:1: x", True)],
+            ),
+        )
+    return Session.objects.get(agent=agent, key="s1")
+
+
+@pytest.fixture
+def viewer(agent):
+    return logged_in_member("viewer", agent, "vera")
+
+
+def test_budget_for_a_typed_budget_shows_allocation_use_and_cuts(session, viewer):
+    full = viewer.get("/agents/coder/sessions/s1/")
+    assert full.context["typed_budget"] is None
+    assert full.context["budget_total"] == session.agent.token_budget
+    small = viewer.get("/agents/coder/sessions/s1/", {"budget": "300"}, headers=HX)
+    html = small.content.decode()
+    assert "<html" not in html and "Token budget" in html  # only the budget card
+    expected = assemble_context(session, token_budget=300, record_access=False)
+    assert small.context["budget_total"] == 300
+    for bar in small.context["bars"]:
+        assert bar["used"] <= bar["budget"]
+    assert [b["budget"] for b in small.context["bars"]] == [
+        expected["budget"][s] for s in ("system", "conversation", "working", "long_term")
+    ]
+    assert expected["cut"]["messages"] > 0
+    assert f"Cut to fit: {expected['cut']['messages']} messages" in html
+    assert 'value="300"' in html
+    # Without JavaScript the same form reloads the whole page with the typed budget.
+    page = viewer.get("/agents/coder/sessions/s1/", {"budget": "300"})
+    assert "<html" in page.content.decode() and page.context["budget_total"] == 300
+    # Nonsense is ignored, not an error; huge numbers are capped.
+    assert viewer.get("/agents/coder/sessions/s1/", {"budget": "x"}).context["typed_budget"] is None
+    assert (
+        viewer.get("/agents/coder/sessions/s1/", {"budget": "10" * 20}).context["typed_budget"]
+        == 10_000_000
+    )
+
+
+def test_system_messages_are_pinned_and_the_summary_is_shown(session, viewer):
+    history_cut = session.message_count - 1 - 5  # 6 kept: the system message and 5 newest
+    summarize_pruned(session, pruned_through=history_cut + 1)
+    response = viewer.get("/agents/coder/sessions/s1/")
+    rows = response.context["rows"]
+    assert rows[0]["role"] == "system" and rows[0]["seq"] == 1
+    assert [r["seq"] for r in rows[1:]] == list(range(17, 22))
+    html = response.content.decode()
+    assert "Summary of pruned history" in html
+    session.refresh_from_db()
+    assert session.summary and session.summary.splitlines()[0] in html.replace("&#x27;", "'")
+    # The marker sits between the pinned system message and the first kept message.
+    assert html.index("msg-1") < html.index('id="pruned-marker"') < html.index("msg-17")
+
+
+def test_findings_are_grouped_and_goal_subtasks_context_shown(session, viewer):
+    Finding.objects.create(session=session, tool="read_file", query="a.py", fact="defines X")
+    Finding.objects.create(session=session, tool="grep", query="X", fact="3 uses of X")
+    Finding.objects.create(session=session, tool="run_tests", query="", fact="2 failures")
+    session.goal = "Fix the parser"
+    session.save()
+    Subtask.objects.create(session=session, title="write a test", status="done")
+    ContextItem.objects.create(session=session, key="active_file", value="src/parser.py")
+    response = viewer.get("/agents/coder/sessions/s1/")
+    groups = {g: [f.fact for f in items] for g, items in response.context["findings_grouped"]}
+    assert groups["Files Already Read"] == ["defines X"]
+    assert groups["Previous Search Results"] == ["3 uses of X"]
+    assert groups["Other Findings"] == ["2 failures"]
+    html = response.content.decode()
+    assert (
+        html.index("<h3>Files Already Read</h3>")
+        < html.index("defines X")
+        < html.index("<h3>Previous Search Results</h3>")
+    )
+    assert "Fix the parser" in html and "write a test" in html and "src/parser.py" in html
+
+
+def test_turns_table_and_chart_show_tokens_per_iteration(session, viewer):
+    response = viewer.get("/agents/coder/sessions/s1/")
+    chart = response.context["chart"]
+    turns = response.context["turns"]
+    assert [t.iteration for t in turns] == list(range(1, 12))
+    html = response.content.decode()
+    assert html.count('<rect class="in"') == 11 and html.count('<rect class="out"') == 11
+    # The tallest bar is the largest count; the others scale to it.
+    last = chart["bars"][-1]
+    assert last["h_in"] == 100 and last["input"] == 1000
+    assert chart["bars"][-2]["h_in"] == 90
+    assert "<title>#11 input 1000</title>" in html
+    assert '<td class="num">1,000</td>' in html
+
+
+def test_the_assembled_prompt_is_shown_as_the_agent_gets_it(session, viewer):
+    Memory.remember(
+        session.agent,
+        "Tabs, not spaces <always>",
+        memory_type="convention",
+        confidence=0.9,
+        actor="agent:coder",
+    )
+    response = viewer.get("/agents/coder/sessions/s1/")
+    prompt = response.context["prompt"]
+    assert prompt == assemble_context(session, record_access=False)["prompt"]
+    assert "Tabs, not spaces" in prompt
+    assert escape(prompt) in response.content.decode()
+
+
+# --- CSRF on every write -------------------------------------------------------------
+
+
+def _strict_client(role, agent, name, staff=False):
+    """A logged-in client that checks CSRF as a browser's requests are checked."""
+    logged_in_member(role, agent, name, staff=staff)
+    from django.contrib.auth import get_user_model
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(get_user_model().objects.get(username=name))
+    return client
+
+
+def test_every_write_needs_the_csrf_token_and_htmx_sends_it(agent, session):
+    memory = Memory.remember(
+        agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
+    )[0]
+    event = MemoryEvent.objects.filter(target_id=memory.pk).first()
+    key = ApiKey.issue(agent, name="k")[0]
+    client = _strict_client("staff", agent, "sam", staff=True)
+    writes = [
+        ("/cleanup/run/", {"dry_run": "1"}),
+        ("/cleanup/extend/", {"session": str(session.pk), "seconds": "3600"}),
+        ("/agents/coder/settings/", {"ttl_seconds": "60"}),
+        ("/agents/coder/keys/", {"name": "new"}),
+        (f"/agents/coder/keys/{key.pk}/revoke/", {}),
+        (f"/agents/coder/memories/{memory.pk}/archive/", {}),
+        (
+            f"/agents/coder/items/memory/{memory.pk}/edit/",
+            {"content": "v2", "memory_type": "fact", "confidence": "1"},
+        ),
+        (f"/agents/coder/items/memory/{memory.pk}/revert/{event.pk}/", {}),
+    ]
+    before = (
+        Memory.objects.count(),
+        ApiKey.objects.count(),
+        MemoryEvent.objects.count(),
+        Session.objects.get(pk=session.pk).expires_at,
+    )
+    for url, data in writes:
+        for headers in ({}, HX):
+            response = client.post(url, data, headers=headers)
+            assert response.status_code == 403, url
+    key.refresh_from_db()
+    memory.refresh_from_db()
+    assert key.revoked_at is None and memory.status == "active"
+    assert before == (
+        Memory.objects.count(),
+        ApiKey.objects.count(),
+        MemoryEvent.objects.count(),
+        Session.objects.get(pk=session.pk).expires_at,
+    )
+    # The page gives htmx the token in a header on <body>; with it the write goes through.
+    html = client.get("/agents/coder/memories/").content.decode()
+    token = re.search(r'hx-headers=\'\{"X-CSRFToken": "([^"]+)"\}\'', html).group(1)
+    response = client.post(
+        f"/agents/coder/memories/{memory.pk}/archive/", headers={**HX, "X-CSRFToken": token}
+    )
+    assert response.status_code == 200
+    memory.refresh_from_db()
+    assert memory.status == "archived"
+
+
+# --- without JavaScript ---------------------------------------------------------------
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "hx-get" in attrs or "hx-post" in attrs:
+            self.found.append((tag, attrs))
+
+
+# Elements that poll: without JavaScript a reload shows the same, so no link is needed.
+POLLERS = {"live", "progress"}
+
+
+def test_every_htmx_request_has_a_plain_html_fallback(agent, session, monkeypatch):
+    from memoryapp.dashboard import views
+
+    monkeypatch.setattr(views, "PAGE", 1)  # so that pages have a "more" link
+    append_turn(agent, "s2", TurnInput([MessageInput("user", "another answer")]))
+    memory = Memory.remember(
+        agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
+    )[0]
+    Memory.remember(agent, "The API is v2", memory_type="fact", confidence=0.8, actor="agent:coder")
+    Finding.objects.create(session=session, tool="grep", query="X", fact="3 uses of X")
+    ContextItem.objects.create(session=session, key="k", value="v")
+    client = logged_in_member("staff", agent, "sam", staff=True)
+    pages = [
+        "/",
+        "/agents/coder/",
+        "/agents/coder/?status=all",
+        "/agents/coder/sessions/s1/",
+        "/agents/coder/sessions/s1/older/?before=10",
+        "/agents/coder/memories/",
+        "/agents/coder/memories/?status=all",
+        f"/agents/coder/items/memory/{memory.pk}/history/",
+        f"/agents/coder/items/memory/{memory.pk}/edit/",
+        "/agents/coder/search/?q=answer",
+        "/agents/coder/settings/",
+        "/cleanup/",
+    ]
+    found = []
+    for url in pages:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        parser = _Links()
+        parser.feed(response.content.decode())
+        for tag, attrs in parser.found:
+            found.append((tag, attrs))
+            if "hx-get" in attrs:
+                target = attrs["hx-get"]
+                if tag == "a":
+                    assert attrs.get("href") == target, (url, attrs)
+                elif tag == "form":
+                    # No action: the browser submits to the page itself.
+                    action = attrs.get("action") or urlsplit(url).path
+                    assert attrs.get("method", "get") == "get" and action == target, (url, attrs)
+                else:
+                    assert attrs.get("id") in POLLERS, (url, tag, attrs)
+            else:
+                # A write: a real form posting to the same place.
+                assert tag == "form", (url, tag, attrs)
+                assert attrs.get("method") == "post" and attrs.get("action") == attrs["hx-post"]
+    assert {"a", "form"} <= {tag for tag, _ in found}
+    assert any("revert" in attrs.get("hx-post", "") for _, attrs in found)
+    assert any("cursor=" in attrs.get("hx-get", "") for _, attrs in found)
+
+
+# --- another agent's objects ------------------------------------------------------------
+
+
+def test_objects_of_another_agent_are_404_through_an_agent_the_user_may_edit(agent, session):
+    other = Agent.objects.create(name="other")
+    theirs = Memory.remember(
+        other, "secret plan", memory_type="fact", confidence=0.8, actor="agent:other"
+    )[0]
+    append_turn(other, "their-session", TurnInput([MessageInput("user", "private")]))
+    their_session = Session.objects.get(agent=other)
+    their_finding = Finding.objects.create(session=their_session, tool="grep", fact="private")
+    their_item = ContextItem.objects.create(session=their_session, key="k", value="private")
+    their_event = MemoryEvent.objects.filter(target_id=theirs.pk).first()
+    their_key = ApiKey.issue(other, name="theirs")[0]
+    client = logged_in_member("staff", agent, "sam")  # staff on coder, nothing on other
+    for url in (
+        f"/agents/coder/items/memory/{theirs.pk}/edit/",
+        f"/agents/coder/items/memory/{theirs.pk}/history/",
+        f"/agents/coder/items/finding/{their_finding.pk}/edit/",
+        f"/agents/coder/items/context_item/{their_item.pk}/edit/",
+        "/agents/coder/sessions/their-session/",
+        "/agents/other/sessions/their-session/",
+    ):
+        assert client.get(url).status_code == 404, url
+    for url in (
+        f"/agents/coder/memories/{theirs.pk}/archive/",
+        f"/agents/coder/items/memory/{theirs.pk}/revert/{their_event.pk}/",
+        f"/agents/coder/keys/{their_key.pk}/revoke/",
+        f"/agents/coder/items/finding/{their_finding.pk}/edit/",
+    ):
+        assert client.post(url, {"fact": "mine now"}).status_code == 404, url
+    theirs.refresh_from_db()
+    their_key.refresh_from_db()
+    their_finding.refresh_from_db()
+    assert theirs.status == "active" and their_key.revoked_at is None
+    assert their_finding.fact == "private"
+    # Nor is another agent's text reachable by search.
+    hits = client.get("/agents/coder/search/", {"q": "private"}).context["hits"]
+    assert hits == []
