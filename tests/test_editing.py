@@ -65,6 +65,19 @@ def test_memories_page_filters(agent, viewer, memory):
     assert "edit</a>" not in page.content.decode()  # viewers get no edit controls
 
 
+def test_memories_page_filters_by_the_session_that_learned_them(agent, viewer, memory):
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+
+    append_turn(agent, "s1", TurnInput([MessageInput("user", "hi")]))
+    Memory.objects.create(
+        agent=agent, session=Session.objects.get(key="s1"), content="Learned in s1", confidence=0.5
+    )
+    found = viewer.get("/agents/coder/memories/", {"session": "s1"}).context["memories"]
+    assert [m.content for m in found] == ["Learned in s1"]
+    assert viewer.get("/agents/coder/memories/", {"session": "nope"}).context["memories"] == []
+    assert viewer.get("/agents/coder/memories/", {"min_confidence": "x"}).status_code == 404
+
+
 def test_viewer_cannot_edit_and_outsider_cannot_see(memory, viewer, outsider):
     assert viewer.get(url(memory), headers=HX).status_code == 403
     assert (
