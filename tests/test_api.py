@@ -1,5 +1,6 @@
 """The agent API: each endpoint's success, auth and bad-input cases."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -174,6 +175,10 @@ def test_openapi_schema_and_docs_page():
     docs = Client().get(BASE + "/docs")
     assert docs.status_code == 200
     assert b"cdn.jsdelivr" not in docs.content  # served from our own host
+    # Under our CSP only scripts from our host run: every script is a file or a data block.
+    for tag in re.findall(rb"<script[^>]*>", docs.content):
+        assert b' src="/static/' in tag or b'type="application/json"' in tag, tag
+    assert Client().get("/static/ninja/swagger-ui-bundle.js").status_code == 200
 
 
 def test_get_agent(api, agent):
