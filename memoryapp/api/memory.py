@@ -73,13 +73,17 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def _memory(request: HttpRequest, memory_id: int, *, lock: bool = False) -> Memory:
+def _memory(request: HttpRequest, memory_id: int, *, for_change: bool = False) -> Memory:
+    """The agent's memory. `for_change`: locked for the caller's transaction, and a
+    superseded memory is a 409 (its replacement is the one to change)."""
     memories = Memory.objects.for_agent(_agent(request))
-    if lock:
+    if for_change:
         memories = memories.select_for_update()
     memory = memories.filter(pk=memory_id).first()
     if memory is None:
         raise HttpError(404, "memory not found")
+    if for_change and memory.status == Memory.Status.SUPERSEDED:
+        raise HttpError(409, f"memory {memory.id} was superseded by {memory.superseded_by_id}")
     return memory
 
 
@@ -303,9 +307,7 @@ def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch):
     if any(value is None for value in changes.values()):
         raise HttpError(422, "fields may be omitted but not null")
     with transaction.atomic():
-        memory = _memory(request, memory_id, lock=True)
-        if memory.status == Memory.Status.SUPERSEDED:
-            raise HttpError(409, f"memory {memory.id} was superseded by {memory.superseded_by_id}")
+        memory = _memory(request, memory_id, for_change=True)
         result = memory.revise(actor=_actor(request), **changes)
     return {**memory_dict(result), "supersedes": memory.id if result.id != memory.id else None}
 
@@ -314,9 +316,7 @@ def patch_memory(request: HttpRequest, memory_id: int, payload: MemoryPatch):
 def delete_memory(request: HttpRequest, memory_id: int):
     """Forget: the memory is archived (soft) and can be restored."""
     with transaction.atomic():
-        memory = _memory(request, memory_id, lock=True)
-        if memory.status == Memory.Status.SUPERSEDED:
-            raise HttpError(409, f"memory {memory.id} was superseded by {memory.superseded_by_id}")
+        memory = _memory(request, memory_id, for_change=True)
         memory.archive(_actor(request))
     return Status(204, None)
 
@@ -324,9 +324,7 @@ def delete_memory(request: HttpRequest, memory_id: int):
 @router.post("/memories/{memory_id}/restore", tags=["memories"])
 def restore_memory(request: HttpRequest, memory_id: int):
     with transaction.atomic():
-        memory = _memory(request, memory_id, lock=True)
-        if memory.status == Memory.Status.SUPERSEDED:
-            raise HttpError(409, f"memory {memory.id} was superseded by {memory.superseded_by_id}")
+        memory = _memory(request, memory_id, for_change=True)
         memory.restore(_actor(request))
     return memory_dict(memory)
 
