@@ -213,17 +213,12 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         max_tokens=agent.default_conversation_budget(),
     )
     messages = history["messages"]
-    iterations = set(
-        Message.objects.filter(session=session, seq__in=[m["seq"] for m in messages]).values_list(
-            "turn__iteration", flat=True
-        )
-    )
-    calls, findings_by_step = _turn_extras(session, iterations)
     turn_of = dict(
         Message.objects.filter(session=session, seq__in=[m["seq"] for m in messages]).values_list(
             "seq", "turn__iteration"
         )
     )
+    calls, findings_by_step = _turn_extras(session, set(turn_of.values()))
     rows = []
     for message in messages:
         iteration = turn_of.get(message["seq"])
@@ -241,6 +236,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     first_kept = next((m["seq"] for m in messages if m["role"] != "system"), None)
     turns = list(Turn.objects.filter(session=session).order_by("-iteration")[:50])[::-1]
     findings = list(Finding.objects.filter(session=session).order_by("-updated_at", "-id")[:200])
+    context_items = list(ContextItem.objects.filter(session=session).order_by("-confidence", "key"))
     grouped = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
         grouped[fmt.finding_group(finding.tool)].append(finding)
@@ -259,17 +255,14 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "budget_total": context_view["budget"]["total"],
         "total_tokens": context_view["token_counts"]["total"],
         "prompt": context_view["prompt"],
-        "context_items": ContextItem.objects.filter(session=session).order_by("-confidence", "key"),
+        "context_items": context_items,
         "findings_grouped": [(g, grouped[g]) for g in fmt.FINDING_GROUPS],
         "subtasks": Subtask.objects.filter(session=session),
         "turns": turns,
         "chart": _turn_chart(turns),
         "last_seq": session.message_count,
         "last_finding": max((f.id for f in findings), default=0),
-        "items_since": max(
-            (i.updated_at.timestamp() for i in ContextItem.objects.filter(session=session)),
-            default=0,
-        ),
+        "items_since": max((i.updated_at.timestamp() for i in context_items), default=0),
         "now": timezone.now(),
         "failed_jobs": ExtractionJob.objects.filter(
             session=session, status=ExtractionJob.Status.FAILED
