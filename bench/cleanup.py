@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import ensure_database, percentile, start_gunicorn  # noqa: E402
+from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
 
 TURNS = 50
 
@@ -163,20 +163,9 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=1000, help="per session")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        print(
-            "bench/cleanup.py measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr
-        )
+    if postgres_url("bench/cleanup.py") is None:
         return 2
-    ensure_database(url)
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "memoryapp.settings",
-        "DEBUG": "false",
-        "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-    }
+    env = server_env()
     env.pop("REDIS_URL", None)  # extraction runs in-process: the bench measures the database
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -19,6 +21,28 @@ TEXTS = [
     "The test failed with AssertionError: expected 3 tokens, got 4. The lexer splits on dots.",
     "Running pytest -q tests/test_parser.py: 12 passed, 1 failed in 0.84s",
 ]
+
+
+def postgres_url(script: str) -> str | None:
+    """DATABASE_URL when it names PostgreSQL, its database created if need be; None, after
+    saying why on stderr, when it does not."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        print(f"{script} measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr)
+        return None
+    ensure_database(url)
+    return url
+
+
+def server_env() -> dict[str, str]:
+    """This process's environment, set as a production server runs (DEBUG off)."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memoryapp.settings",
+        "DEBUG": "false",
+        "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    }
 
 
 def ensure_database(url: str) -> None:

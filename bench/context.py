@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, ensure_database, percentile  # noqa: E402
+from bench.common import TEXTS, percentile, postgres_url  # noqa: E402
 
 
 def main() -> int:
@@ -32,13 +32,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", default="1000,10000,100000")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        print(
-            "bench/context.py measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr
-        )
+    if postgres_url("bench/context.py") is None:
         return 2
-    ensure_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryapp.settings")
     import django
 

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import ensure_database, percentile, start_gunicorn  # noqa: E402
+from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
 
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
@@ -109,21 +109,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args()
 
-    database_url = os.environ.get("DATABASE_URL", "")
-    if not database_url.startswith(("postgres://", "postgresql://")):
-        print(
-            "bench/ingest.py measures PostgreSQL: set DATABASE_URL=postgres://...", file=sys.stderr
-        )
+    if postgres_url("bench/ingest.py") is None:
         return 2
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "memoryapp.settings",
-        "DEBUG": "false",
-        "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-    }
+    env = server_env()
     os.environ.update(env)
-    ensure_database(database_url)
     import django
 
     django.setup()
