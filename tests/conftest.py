@@ -79,8 +79,11 @@ def turn(*messages: tuple[str, str], **extra: Any) -> dict:
     return {"messages": [{"role": r, "content": c} for r, c in messages], **extra}
 
 
-def logged_in_member(role: str | None, agent: Agent, name: str, *, staff: bool = False) -> Client:
-    """A test client logged in as a new user holding `role` on `agent` (none: no role)."""
+def logged_in_member(
+    role: str | None, agent: Agent, name: str, *, staff: bool = False, csrf_checks: bool = False
+) -> Client:
+    """A test client logged in as a new user holding `role` on `agent` (none: no role).
+    `csrf_checks`: the client's writes are checked for the CSRF token, as a browser's are."""
     from django.contrib.auth import get_user_model
 
     from memoryapp.dashboard.models import Membership
@@ -88,6 +91,6 @@ def logged_in_member(role: str | None, agent: Agent, name: str, *, staff: bool =
     user = get_user_model().objects.create_user(name, password="pw-for-tests-only", is_staff=staff)
     if role:
         Membership.objects.create(user=user, agent=agent, role=role)
-    client = Client()
+    client = Client(enforce_csrf_checks=csrf_checks)
     client.force_login(user)
     return client

@@ -3,14 +3,13 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
 from memoryapp import celery_app
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, CleanupRun, Memory, Session
-from memoryapp.dashboard.models import Membership
+from tests.conftest import logged_in_member
 
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
@@ -27,20 +26,13 @@ def in_process_tasks():
 
 @pytest.fixture
 def staff(db):
-    user = get_user_model().objects.create_user("sam", password="pw-for-tests-only", is_staff=True)
-    client = Client()
-    client.force_login(user)
-    return client
+    """A Django staff user with no role on any agent: cleanup needs no more."""
+    return logged_in_member(None, Agent.objects.get_or_create(name="coder")[0], "sam", staff=True)
 
 
 @pytest.fixture
 def editor(db):
-    agent = Agent.objects.get_or_create(name="coder")[0]
-    user = get_user_model().objects.create_user("edna", password="pw-for-tests-only")
-    Membership.objects.create(user=user, agent=agent, role="editor")
-    client = Client()
-    client.force_login(user)
-    return client
+    return logged_in_member("editor", Agent.objects.get_or_create(name="coder")[0], "edna")
 
 
 @pytest.fixture

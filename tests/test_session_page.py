@@ -7,7 +7,6 @@ from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
-from django.test import Client
 from django.utils.html import escape
 
 from memoryapp.core.context import assemble_context
@@ -157,23 +156,13 @@ def test_the_assembled_prompt_is_shown_as_the_agent_gets_it(session, viewer):
 # --- CSRF on every write -------------------------------------------------------------
 
 
-def _strict_client(role, agent, name, staff=False):
-    """A logged-in client that checks CSRF as a browser's requests are checked."""
-    logged_in_member(role, agent, name, staff=staff)
-    from django.contrib.auth import get_user_model
-
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(get_user_model().objects.get(username=name))
-    return client
-
-
 def test_every_write_needs_the_csrf_token_and_htmx_sends_it(agent, session):
     memory = Memory.remember(
         agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
     )[0]
     event = MemoryEvent.objects.filter(target_id=memory.pk).first()
     key = ApiKey.issue(agent, name="k")[0]
-    client = _strict_client("staff", agent, "sam", staff=True)
+    client = logged_in_member("staff", agent, "sam", staff=True, csrf_checks=True)
     writes = [
         ("/cleanup/run/", {"dry_run": "1"}),
         ("/cleanup/extend/", {"session": str(session.pk), "seconds": "3600"}),
