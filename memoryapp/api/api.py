@@ -45,6 +45,7 @@ from memoryapp.core.conversation import (
     restore_history,
     session_summary,
 )
+from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
 from memoryapp.core.models import Agent, Session, Turn
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
@@ -317,8 +318,8 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
 def get_history(
     request: HttpRequest,
     key: str,
-    max_messages: int | None = Query(None, ge=0, le=10_000),
-    max_tokens: int | None = Query(None, ge=0, le=10_000_000),
+    max_messages: int | None = Query(None, ge=0, le=MAX_MESSAGES_SETTING),
+    max_tokens: int | None = Query(None, ge=0, le=MAX_TOKEN_BUDGET),
 ):
     """The conversation pruned for the context window: every system message, then the
     newest contiguous run of the others within `max_messages` and `max_tokens` (defaults:

@@ -17,6 +17,7 @@ from agents import tools as memory_tools
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import search as fulltext
 from memoryapp.core.context import assemble_context, finding_dict, memory_dict
+from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session, Subtask
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
@@ -95,7 +96,7 @@ def get_context(
     request: HttpRequest,
     key: str,
     query_hint: str = Query("", max_length=1000),
-    token_budget: int | None = Query(None, ge=0, le=10_000_000),
+    token_budget: int | None = Query(None, ge=0, le=MAX_TOKEN_BUDGET),
 ):
     """What the agent gets back before a model call: the pruned conversation, working
     context, findings, long-term memories and the summary, each within its share of the
@@ -181,8 +182,8 @@ def delete_context_item(request: HttpRequest, key: str, name: str):
 
 class FindingIn(Schema):
     tool: Annotated[str, Field(min_length=1, max_length=200)]
-    query: Annotated[str, Field(max_length=4000)] = ""
-    fact: Annotated[str, Field(min_length=1, max_length=4000)]
+    query: Annotated[str, Field(max_length=MAX_FACT_CHARS)] = ""
+    fact: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
     step: Annotated[int, Field(strict=True, ge=0)] | None = None
     success: StrictBool = True
     file_path: Annotated[str, Field(max_length=1000)] = ""
@@ -218,7 +219,7 @@ def check_finding(
     request: HttpRequest,
     key: str,
     tool: str = Query(..., min_length=1, max_length=200),
-    query: str = Query("", max_length=4000),
+    query: str = Query("", max_length=MAX_FACT_CHARS),
 ):
     """Is this already known? Lets an agent skip a redundant tool call."""
     session = _live_session(request, key)
@@ -230,14 +231,14 @@ def check_finding(
 
 
 class MemoryIn(Schema):
-    content: Annotated[str, Field(min_length=1, max_length=4000)]
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
     memory_type: MemoryType = "fact"
     confidence: Confidence = 0.8
     session: Annotated[str, Field(max_length=200)] | None = None
 
 
 class MemoryPatch(Schema):
-    content: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)] | None = None
     memory_type: MemoryType | None = None
     confidence: Confidence | None = None
 
@@ -354,7 +355,7 @@ def memory_history(request: HttpRequest, memory_id: int):
 
 class RememberArgs(Schema):
     model_config = {"extra": "forbid"}
-    content: Annotated[str, Field(min_length=1, max_length=4000)]
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
     memory_type: MemoryType = "fact"
     confidence: Confidence = 0.8
 

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import Field, StrictBool, field_validator
 
+from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 Role = Literal["system", "user", "assistant", "tool"]
 MAX_MESSAGES_PER_TURN = 1000
@@ -78,7 +80,7 @@ class SessionPage(Schema):
 class SessionIn(Schema):
     goal: Annotated[str, Field(max_length=10_000)] | None = None
     status: Literal["active", "paused", "completed", "failed"] | None = None
-    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=365 * 24 * 3600)] | None = None
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
     metadata: dict[str, Any] | None = None
 
 
@@ -149,13 +151,13 @@ class AgentOut(Schema):
     default_conversation_budget: int
 
 
-OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=10_000_000)] | None
+OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_BUDGET)] | None
 
 
 class AgentPatch(Schema):
-    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=365 * 24 * 3600)] | None = None
-    max_messages: Annotated[int, Field(strict=True, ge=1, le=10_000)] | None = None
-    token_budget: Annotated[int, Field(strict=True, ge=1, le=10_000_000)] | None = None
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
+    max_messages: Annotated[int, Field(strict=True, ge=1, le=MAX_MESSAGES_SETTING)] | None = None
+    token_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_BUDGET)] | None = None
     encoding: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     system_budget: OptionalBudget = None
     conversation_budget: OptionalBudget = None

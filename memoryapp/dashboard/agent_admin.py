@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from memoryapp.core.limits import MAX_MESSAGES_SETTING
 from memoryapp.core.models import Agent, ApiKey
 from memoryapp.dashboard.access import _get_agent_for_user
 from memoryapp.lib import tokens
@@ -42,8 +43,8 @@ class AgentSettingsForm(forms.ModelForm):
         for name in ("ttl_seconds", "max_messages", "token_budget"):
             if data.get(name) is not None and data[name] < 1:
                 self.add_error(name, "must be at least 1")
-        if data.get("max_messages") and data["max_messages"] > 10_000:
-            self.add_error("max_messages", "at most 10,000")
+        if data.get("max_messages") and data["max_messages"] > MAX_MESSAGES_SETTING:
+            self.add_error("max_messages", f"at most {MAX_MESSAGES_SETTING:,}")
         return data
 
 

@@ -14,11 +14,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from memoryapp.core import cleanup
+from memoryapp.core.limits import MAX_TTL_SECONDS
 from memoryapp.core.models import CleanupRun, Session
 from memoryapp.core.tasks import cleanup_expired
 
 EXPIRED_SHOWN = 50
-MAX_EXTEND_SECONDS = 365 * 24 * 3600
+MAX_EXTEND_SECONDS = MAX_TTL_SECONDS
 
 
 def _staff(request: HttpRequest) -> None:

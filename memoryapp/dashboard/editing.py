@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import trigger_client_event
 
 from memoryapp.core import search as fulltext
+from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent
 from memoryapp.dashboard.access import _get_agent_for_user
 
@@ -51,14 +52,14 @@ def _get_item_for_user(request: HttpRequest, agent, kind: str, pk: int):
 
 
 class MemoryForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_FACT_CHARS)
     memory_type = forms.ChoiceField(choices=Memory.Type.choices)
     confidence = forms.FloatField(min_value=0, max_value=1)
 
 
 class FindingForm(forms.Form):
-    query = forms.CharField(required=False, max_length=4000)
-    fact = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
+    query = forms.CharField(required=False, max_length=MAX_FACT_CHARS)
+    fact = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_FACT_CHARS)
     success = forms.BooleanField(required=False)
 
 

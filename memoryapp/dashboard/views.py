@@ -23,6 +23,7 @@ from django_htmx.http import HttpResponseStopPolling
 from memoryapp.core import search as fulltext
 from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import message_dict, restore_history
+from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
     ContextItem,
     ExtractionJob,
@@ -205,7 +206,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     except ValueError:
         typed_budget = None
     if typed_budget is not None:
-        typed_budget = max(0, min(typed_budget, 10_000_000))
+        typed_budget = max(0, min(typed_budget, MAX_TOKEN_BUDGET))
     context_view = assemble_context(session, token_budget=typed_budget, record_access=False)
     history = restore_history(
         session,
