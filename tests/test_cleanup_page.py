@@ -93,3 +93,21 @@ def test_extend_chosen_sessions(staff, sessions):
     assert old.expires_at > timezone.now() + timedelta(hours=23)
     assert staff.post("/cleanup/extend/", {"session": [old.pk], "seconds": "5"}).status_code == 400
     assert staff.post("/cleanup/extend/", {"session": ["x"], "seconds": "3600"}).status_code == 400
+
+
+def test_a_second_run_while_one_runs_shows_that_run(staff, sessions):
+    running = CleanupRun.objects.create(dry_run=False, triggered_by="user:earlier")
+    dry = CleanupRun.objects.create(dry_run=True, triggered_by="user:other")  # newer, also running
+    assert running.status == dry.status == "running"
+    response = staff.post("/cleanup/run/", {"dry_run": "0"}, headers=HX)
+    assert f'hx-get="/cleanup/runs/{running.pk}/"' in response.content.decode()
+    assert CleanupRun.objects.count() == 2  # no second real run started
+    assert Session.objects.filter(key="old").exists()
+
+
+def test_size_on_disk_is_the_message_table_share_of_the_expired_messages(staff, sessions):
+    from memoryapp.dashboard import cleanup_views
+
+    page = staff.get("/cleanup/")
+    stored = sum(Session.objects.values_list("message_count", flat=True))
+    assert page.context["bytes"] == round(cleanup_views._message_table_bytes() * 3 / stored)

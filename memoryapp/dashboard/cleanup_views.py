@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
+from django.db.models import Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -43,8 +44,7 @@ def _estimated_bytes(messages: int) -> int:
     the sessions' stored totals, so no table scan)."""
     if not messages:
         return 0
-    total = Session.objects.order_by().values_list("message_count", flat=True)
-    stored = sum(total) or 1
+    stored = Session.objects.aggregate(n=Sum("message_count"))["n"] or 1
     return round(_message_table_bytes() * messages / stored)
 
 
@@ -81,9 +81,9 @@ def cleanup_start(request: HttpRequest) -> HttpResponse:
             status=CleanupRun.Status.RUNNING,
             dry_run=False,
             started_at__gt=timezone.now() - cleanup.RUN_STALE_AFTER,
-        ).exists()
+        ).first()
         if busy and not dry_run:
-            run = CleanupRun.objects.filter(status=CleanupRun.Status.RUNNING).first()
+            run = busy
         else:
             run = CleanupRun.objects.create(
                 dry_run=dry_run, triggered_by=f"user:{request.user.get_username()}"
