@@ -48,25 +48,30 @@ class AgentSettingsForm(forms.ModelForm):
         return data
 
 
+def _page_context(request: HttpRequest, agent: Agent, form=None, created_key=None) -> dict:
+    """What the settings page and its fragments show: the form, the keys, a new key once."""
+    return {
+        "agent": agent,
+        "role": request.agent_role,
+        "form": form if form is not None else AgentSettingsForm(instance=agent),
+        "keys": ApiKey.objects.filter(agent=agent),
+        "created_key": created_key,
+    }
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def agent_settings(request: HttpRequest, name: str) -> HttpResponse:
     agent = _get_agent_for_user(request, name, "staff")
     form = AgentSettingsForm(request.POST or None, instance=agent)
-    created_key = None
-    if request.method == "POST" and form.is_valid():
+    posted = request.method == "POST"
+    saved = posted and form.is_valid()
+    if saved:
         form.save()
         if not request.htmx:
             return redirect("dashboard:agent_settings", name=agent.name)
-    context = {
-        "agent": agent,
-        "role": request.agent_role,
-        "form": form,
-        "keys": ApiKey.objects.filter(agent=agent),
-        "created_key": created_key,
-        "saved": request.method == "POST" and form.is_valid(),
-    }
-    status = 422 if request.method == "POST" and not form.is_valid() else 200
+    context = {**_page_context(request, agent, form), "saved": saved}
+    status = 422 if posted and not saved else 200
     if request.htmx:
         return render(
             request, "dashboard/agent_settings.html#settings-form", context, status=status
@@ -81,17 +86,10 @@ def create_key(request: HttpRequest, name: str) -> HttpResponse:
     agent = _get_agent_for_user(request, name, "staff")
     label = request.POST.get("name", "")[:100]
     _, raw = ApiKey.issue(agent, name=label or f"dashboard:{request.user.get_username()}")
-    context = {
-        "agent": agent,
-        "role": request.agent_role,
-        "form": AgentSettingsForm(instance=agent),
-        "keys": ApiKey.objects.filter(agent=agent),
-        "created_key": raw,
-    }
     template = (
         "dashboard/agent_settings.html#keys" if request.htmx else "dashboard/agent_settings.html"
     )
-    return render(request, template, context)
+    return render(request, template, _page_context(request, agent, created_key=raw))
 
 
 @login_required
@@ -104,5 +102,4 @@ def revoke_key(request: HttpRequest, name: str, key_id: int) -> HttpResponse:
     key.revoke()
     if not request.htmx:
         return redirect("dashboard:agent_settings", name=agent.name)
-    context = {"agent": agent, "keys": ApiKey.objects.filter(agent=agent), "created_key": None}
-    return render(request, "dashboard/agent_settings.html#keys", context)
+    return render(request, "dashboard/agent_settings.html#keys", _page_context(request, agent))
