@@ -35,7 +35,7 @@ from memoryapp.core.models import (
     Turn,
 )
 from memoryapp.dashboard.access import _get_agent_for_user, _get_session_for_user, agents_for
-from memoryapp.dashboard.charts import tokens_per_day
+from memoryapp.dashboard.charts import tokens_per_day, tokens_per_turn
 from memoryapp.lib import prompt as fmt
 
 PAGE = 50
@@ -170,32 +170,6 @@ def _budget_bars(context: dict) -> list[dict]:
     return bars
 
 
-def _turn_chart(turns: list[Turn]) -> dict:
-    """Bars for an SVG chart of input/output tokens per iteration (no script, no style)."""
-    if not turns:
-        return {"bars": [], "width": 0, "height": 120}
-    peak = max(max(t.input_tokens, t.output_tokens) for t in turns) or 1
-    bars, x = [], 0
-    for turn in turns:
-        h_in = round(100 * turn.input_tokens / peak)
-        h_out = round(100 * turn.output_tokens / peak)
-        bars.append(
-            {
-                "iteration": turn.iteration,
-                "x_in": x,
-                "x_out": x + 5,
-                "h_in": h_in,
-                "h_out": h_out,
-                "y_in": 110 - h_in,
-                "y_out": 110 - h_out,
-                "input": turn.input_tokens,
-                "output": turn.output_tokens,
-            }
-        )
-        x += 12
-    return {"bars": bars, "width": x, "height": 120}
-
-
 @login_required
 @require_GET
 def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
@@ -260,7 +234,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "findings_grouped": [(g, grouped[g]) for g in fmt.FINDING_GROUPS],
         "subtasks": Subtask.objects.filter(session=session),
         "turns": turns,
-        "chart": _turn_chart(turns),
+        "chart": tokens_per_turn(turns),
         "last_seq": session.message_count,
         "last_finding": max((f.id for f in findings), default=0),
         "items_since": max((i.updated_at.timestamp() for i in context_items), default=0),
