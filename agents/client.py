@@ -31,6 +31,8 @@ class ToolCall(TypedDict):
     output: NotRequired[str]
     success: NotRequired[bool | None]
     file_path: NotRequired[str]
+    call_id: NotRequired[str]
+    details: NotRequired[dict[str, Any]]
 
 
 class ApiError(Exception):
@@ -123,6 +125,7 @@ class MemoryClient:
         usage: dict[str, int] | None = None,
         tool_calls: list[ToolCall] | None = None,
         model: str | None = None,
+        timestamp: str | None = None,
         idempotency_key: str | None = None,
         retries: int = 2,
     ) -> dict:
@@ -135,6 +138,8 @@ class MemoryClient:
             body["tool_calls"] = tool_calls
         if model:
             body["model"] = model
+        if timestamp:
+            body["timestamp"] = timestamp
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
         path = self._session_path(key) + "/turns"
         for attempt in range(retries + 1):

@@ -1,5 +1,6 @@
 """The agent API: each endpoint's success, auth and bad-input cases."""
 
+import json
 import re
 from datetime import timedelta
 
@@ -664,3 +665,48 @@ def test_turns_metadata_is_paginated(api):
     assert api.get(BASE + "/sessions/s1/turns", {"limit": 500}).status_code == 422
     assert api.get(BASE + "/sessions/s1/turns", {"cursor": "%%%"}).status_code == 422
     assert api.get(BASE + "/sessions/absent/turns").status_code == 404
+
+
+# --- imported turns: when they happened, and how their tool calls link to messages --------
+
+
+def test_turn_keeps_its_timestamp_call_ids_and_tool_details(api):
+    body = turn(
+        ("user", "read it"),
+        timestamp="2026-01-21T06:20:33.873Z",
+        tool_calls=[
+            {
+                "tool": "Read",
+                "query": {"file_path": "/src/app.py"},
+                "output": "     1→import os",
+                "call_id": "toolu_01",
+                "details": {"totalLines": 338, "startLine": 1, "numLines": 1},
+            }
+        ],
+    )
+    assert api.post(f"{BASE}/sessions/s1/turns", body).status_code == 201
+    stored = Turn.objects.get()
+    assert stored.timestamp.isoformat() == "2026-01-21T06:20:33.873000+00:00"
+    assert Message.objects.get().created_at == stored.timestamp
+    call = ToolCall.objects.get()
+    assert (call.call_id, call.details) == (
+        "toolu_01",
+        {"totalLines": 338, "startLine": 1, "numLines": 1},
+    )
+    assert call.created_at == stored.timestamp
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"timestamp": "2999-01-01T00:00:00Z"}, "future"),
+        ({"timestamp": "yesterday"}, "datetime"),
+        ({"tool_calls": [{"tool": "Read", "details": {"x": "y" * 9000}}]}, "at most 8192"),
+        ({"tool_calls": [{"tool": "Read", "call_id": "c" * 201}]}, "at most 200 characters"),
+    ],
+)
+def test_bad_timestamp_or_tool_details_are_422_and_store_nothing(api, extra, message):
+    response = api.post(f"{BASE}/sessions/s1/turns", turn(("user", "hi"), **extra))
+    assert response.status_code == 422
+    assert message in json.dumps(response.json())
+    assert nothing_stored()

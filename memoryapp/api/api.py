@@ -289,10 +289,13 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
                 output=c.output or "",
                 success=c.success,
                 file_path=c.file_path or "",
+                call_id=c.call_id or "",
+                details=c.details,
             )
             for c in payload.tool_calls
         ],
         model=payload.model or "",
+        timestamp=payload.timestamp,
     )
     agent = _agent(request)
     try:

@@ -4,7 +4,8 @@ booleans), roles must be known, and every string has a length bound."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -37,12 +38,32 @@ class UsageIn(Schema):
     output_tokens: NonNegativeInt
 
 
+MAX_TOOL_DETAILS_BYTES = 8192
+
+
 class ToolCallIn(Schema):
     tool: Annotated[str, Field(min_length=1, max_length=200)]
     query: str | dict[str, Any] | None = ""
     output: str | None = ""
     success: StrictBool | None = None
     file_path: Annotated[str, Field(max_length=1000)] | None = None
+    # The id the assistant message gave this call (its `tool_calls[].id`, the tool
+    # message's `tool_call_id`): links the finding to the message it came from.
+    call_id: Annotated[str, Field(max_length=200)] | None = None
+    # Structured result metadata a tool reports beside its text (Claude Code's
+    # `toolUseResult`: line totals, match counts, exit codes), small by contract.
+    details: dict[str, Any] | None = None
+
+    @field_validator("details")
+    @classmethod
+    def _details_bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            size = len(json.dumps(value, ensure_ascii=False, default=str))
+            if size > MAX_TOOL_DETAILS_BYTES:
+                raise ValueError(
+                    f"details has {size} characters as JSON; at most {MAX_TOOL_DETAILS_BYTES}"
+                )
+        return value
 
 
 class TurnIn(Schema):
@@ -50,6 +71,19 @@ class TurnIn(Schema):
     usage: UsageIn | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS_PER_TURN)] = []
     model: Annotated[str, Field(max_length=200)] | None = None
+    # When the model call happened (imported transcripts); default: when it is stored.
+    timestamp: datetime | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_not_future(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        if value > datetime.now(UTC) + timedelta(days=1):
+            raise ValueError("timestamp is more than a day in the future")
+        return value
 
 
 class TotalsOut(Schema):

@@ -51,6 +51,8 @@ class ToolCallInput:
     output: str = ""
     success: bool | None = None
     file_path: str = ""
+    call_id: str = ""
+    details: dict[str, Any] | None = None
 
 
 @dataclass
@@ -60,6 +62,7 @@ class TurnInput:
     output_tokens: int | None = None
     tool_calls: list[ToolCallInput] = field(default_factory=list)
     model: str = ""
+    timestamp: datetime | None = None
 
 
 def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Session | None:
@@ -130,6 +133,7 @@ def append_turn(
                     raise IdempotencyConflict(idempotency_key)
                 return record.response, True
 
+        said_at = turn.timestamp or now
         first_seq = session.message_count + 1
         iteration = session.turn_count + 1
         turn_row = Turn.objects.create(
@@ -143,7 +147,7 @@ def append_turn(
             model=turn.model,
             first_seq=first_seq,
             last_seq=first_seq + len(turn.messages) - 1,
-            timestamp=now,
+            timestamp=said_at,
         )
         Message.objects.bulk_create(
             Message(
@@ -156,7 +160,7 @@ def append_turn(
                 tool_call_id=m.tool_call_id or "",
                 tool_calls=m.tool_calls or None,
                 token_count=count,
-                created_at=now,
+                created_at=said_at,
             )
             for i, (m, count) in enumerate(zip(turn.messages, counts, strict=True))
         )
@@ -172,7 +176,9 @@ def append_turn(
                     output_size=len(call.output),
                     output_excerpt=call.output[:excerpt_chars],
                     file_path=call.file_path,
-                    created_at=now,
+                    call_id=call.call_id,
+                    details=call.details,
+                    created_at=said_at,
                 )
                 for call in turn.tool_calls
             )

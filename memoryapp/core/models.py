@@ -312,6 +312,10 @@ class ToolCall(models.Model):
     output_size = models.PositiveIntegerField(default=0, help_text="Characters in the output")
     output_excerpt = models.TextField(blank=True, help_text="A bounded excerpt, never all of it")
     file_path = models.CharField(max_length=1000, blank=True)
+    # The assistant's id for this call (links it to the tool message that answers it).
+    call_id = models.CharField(max_length=200, blank=True)
+    # Structured result metadata the tool reported (line totals, match counts), bounded.
+    details = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
