@@ -822,6 +822,9 @@ def _bash(node: Node, enclosing: _Named | None, ctx: _Context) -> _Named | None:
 _C_TYPES = ("function_definition", "declaration", "type_definition", "preproc_function_def")
 _CPP_TYPES = (*_C_TYPES, "field_declaration", "namespace_definition", "alias_declaration")
 
+_JS_GRAMMAR = _Grammar(
+    _JS_TYPES, _javascript, patterns=_JS_PATTERNS, local=_JS_LOCAL, exports=_JS_EXPORTS
+)
 _GRAMMARS: dict[str, _Grammar] = {
     "python": _Grammar(
         ("function_definition", "class_definition"),
@@ -829,15 +832,10 @@ _GRAMMARS: dict[str, _Grammar] = {
         patterns="(module (assignment left: (identifier)) @def)",
         local=frozenset({"function_definition", "lambda"}),
     ),
-    "javascript": _Grammar(
-        _JS_TYPES, _javascript, patterns=_JS_PATTERNS, local=_JS_LOCAL, exports=_JS_EXPORTS
-    ),
-    "typescript": _Grammar(
-        _JS_TYPES, _javascript, patterns=_JS_PATTERNS, local=_JS_LOCAL, exports=_JS_EXPORTS
-    ),
-    "tsx": _Grammar(
-        _JS_TYPES, _javascript, patterns=_JS_PATTERNS, local=_JS_LOCAL, exports=_JS_EXPORTS
-    ),
+    # One row for the three grammars: the query keeps the node types each one has.
+    "javascript": _JS_GRAMMAR,
+    "typescript": _JS_GRAMMAR,
+    "tsx": _JS_GRAMMAR,
     "go": _Grammar(
         ("function_declaration", "method_declaration", "type_spec", "type_alias", "method_elem"),
         _go,
