@@ -80,7 +80,8 @@ def test_memory_engine_calls_and_tool_dispatch(client):
     client.set_context_item("s", "active_file", "a.py")
     assert client.context_items("s")[0]["value"] == "a.py"
     client.add_finding("s", tool="grep", query="TODO", fact="2 matches")
-    assert client.check_finding("s", "grep", "todo")["known"] is True
+    assert client.check_finding("s", "grep", "TODO")["known"] is True
+    assert client.check_finding("s", "grep", "todo")["known"] is False  # grep is case-sensitive
     assert client.findings("s")[0]["fact"] == "2 matches"
     assert client.tools("anthropic") == definitions("anthropic")
     text = dispatch(client, "remember", {"content": "The CI runs on PostgreSQL"}, session="s")

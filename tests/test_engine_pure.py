@@ -1,4 +1,5 @@
-"""Pure memory-engine logic: budget split, prompt formats, query matching, summaries."""
+"""Pure memory-engine logic: budget split, prompt formats, query matching (summaries are in
+test_summarize.py)."""
 
 import re
 from datetime import UTC, datetime
@@ -10,7 +11,6 @@ from hypothesis import strategies as st
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.matching import NEAR_DUPLICATE_THRESHOLD, normalize_query, queries_match
-from memoryapp.lib.summarize import MAX_CHARS, MAX_LINES, Pruned, roll
 
 # --- budget ----------------------------------------------------------------------------
 
@@ -129,21 +129,36 @@ def test_underscores_inside_words_are_left_alone():
     assert fmt.escape_markdown("src/my_module.py") == "src/my_module.py"
 
 
-def test_findings_grouped_for_execution_memory():
+def test_findings_grouped_for_execution_memory_by_kind():
     text = fmt.findings_section(
         [
-            fmt.FindingItem("fs:read", "src/a.ts", "exports A, B", "src/a.ts"),
-            fmt.FindingItem("Grep", "VectorStore", "3 matches: a.ts, b.ts, c.ts"),
-            fmt.FindingItem("find_file", "missing_colon.py", "1 match"),
-            fmt.FindingItem("bash", "pytest -q", "exit 1: 2 failed", success=False),
+            fmt.FindingItem("fs:read", "src/a.ts", "exports A, B", "src/a.ts", kind="read"),
+            fmt.FindingItem("Grep", "VectorStore", "3 matches: a.ts, b.ts, c.ts", kind="search"),
+            fmt.FindingItem("find_file", "missing_colon.py", "1 match", kind="search"),
+            fmt.FindingItem(
+                "bash", "pytest -q", "`pytest -q` exit 1: 2 failed", success=False, kind="shell"
+            ),
+            fmt.FindingItem("fs:read", "src/b.ts", "12 lines", "src/b.ts", kind="read", stale=True),
+            fmt.FindingItem("lookup", "x", "42", kind="other"),
         ]
     )
     assert text.startswith(
         "# Execution Memory\n\n**Files Already Read:**\n- src/a.ts: exports A, B"
     )
+    assert "- src/b.ts: 12 lines (edited since; read it again)" in text
     assert "**Previous Search Results:**\n- VectorStore: 3 matches" in text
     assert "- missing_colon.py: 1 match" in text
-    assert "**Other Findings:**\n- bash (pytest -q): exit 1: 2 failed (failed)" in text
+    assert "**Commands Run:**\n- \\`pytest -q\\` exit 1: 2 failed (failed)" in text
+    assert "**Other Findings:**\n- lookup (x): 42" in text
+
+
+def test_bookkeeping_comes_last_and_never_more_than_two_lines():
+    todos = [
+        fmt.FindingItem("TodoWrite", f"t{i}", f"{i} todos", kind="bookkeeping") for i in range(5)
+    ]
+    text = fmt.findings_section([*todos, fmt.FindingItem("Read", "a.py", "1 line", kind="read")])
+    assert text.index("**Files Already Read:**") < text.index("**Bookkeeping:**")
+    assert text.count("todos") == 2
 
 
 def test_empty_sections_are_left_out():
@@ -199,38 +214,3 @@ def test_threshold_is_documented_and_applied():
     assert queries_match("alpha beta", "alpha gamma delta") is False  # 1/4 < 0.5
     assert queries_match("alpha beta", "alpha beta gamma") is True  # 2/3
     assert normalize_query("./A/B.ts") == "a/b.ts"
-
-
-# --- summaries -------------------------------------------------------------------------
-
-
-def _pruned(n, start=2):
-    return [
-        Pruned(i, "user" if i % 2 else "assistant", f"Step {i} changed file_{i}.py. Then more.")
-        for i in range(start, start + n)
-    ]
-
-
-def test_summary_is_deterministic_and_keeps_task_and_newest():
-    first = roll([], "Fix the failing build. Details follow.", _pruned(100))
-    assert first == roll([], "Fix the failing build. Details follow.", _pruned(100))
-    assert first[0] == "Task: Fix the failing build."
-    assert first[-1].endswith("Step 101 changed file_101.py.")
-    assert "(earlier steps omitted)" in first
-    assert len(first) <= MAX_LINES and len("\n".join(first)) <= MAX_CHARS
-
-
-def test_summary_rolls_forward():
-    first = roll([], "Task one", _pruned(3))
-    second = roll(first, "Task one", _pruned(2, start=5))
-    assert second[: len(first)] == first
-    assert second[-1].startswith("User: Step 6") or second[-1].startswith("Assistant: Step 6")
-    assert roll(first, "Task one", [], skipped=500)[-1] == "(500 messages not summarized)"
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(max_size=400), max_size=300))
-def test_summary_is_always_bounded(contents):
-    lines = roll([], "task", [Pruned(i, "user", c) for i, c in enumerate(contents)])
-    assert len(lines) <= MAX_LINES
-    assert len("\n".join(lines)) <= MAX_CHARS

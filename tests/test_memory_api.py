@@ -1,5 +1,6 @@
 """Working context, findings, long-term memories, memory tools and search over the API."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -52,14 +53,20 @@ def test_context_items_put_get_delete_with_history(api):
     assert update.after["value"] == {"name": "Phoenix", "version": "1.7"}
 
 
-def test_inferred_never_overwrites_explicit_or_manual_of_higher_confidence(api):
+def test_inferred_never_overwrites_explicit_or_manual(api):
     api.put(BASE + "/sessions/s1", {})
     url = BASE + "/sessions/s1/context-items/active_file"
-    api.put(url, {"value": "lib/a.ex", "confidence": 0.9})
+    api.put(url, {"value": "lib/a.ex", "confidence": 0.5})
     response = api.put(url, {"value": "lib/b.ex", "source": "inferred", "confidence": 0.6})
     assert response.status_code == 409
+    # Not even with a higher confidence: a stated value stands until someone states another.
+    response = api.put(url, {"value": "lib/c.ex", "source": "inferred", "confidence": 0.95})
+    assert response.status_code == 409
     assert ContextItem.objects.get().value == "lib/a.ex"
-    # Higher confidence inferred does replace it; inferred replaces inferred.
+    item = ContextItem.objects.get()
+    item.source = "inferred"
+    item.save()
+    # Inferred replaces inferred, whatever the confidence.
     assert (
         api.put(url, {"value": "lib/c.ex", "source": "inferred", "confidence": 0.95}).status_code
         == 200
@@ -106,7 +113,7 @@ def test_context_items_of_another_agent_are_404(api, other_api):
 # --- findings --------------------------------------------------------------------------
 
 
-def test_adding_a_known_finding_updates_it(api):
+def test_the_same_call_again_updates_its_finding_and_another_call_gets_its_own(api):
     api.put(BASE + "/sessions/s1", {})
     url = BASE + "/sessions/s1/findings"
     first = api.post(
@@ -114,44 +121,84 @@ def test_adding_a_known_finding_updates_it(api):
     )
     assert first.status_code == 201
     again = api.post(
-        url, {"tool": "fs:search", "query": "VectorStore interface", "fact": "4 files", "step": 3}
+        url, {"tool": "fs:search", "query": "VectorStore", "fact": "4 files", "step": 3}
     )
     assert again.status_code == 200
     assert again.json()["created"] is False
     finding = Finding.objects.get()
     assert (finding.fact, finding.step) == ("4 files", 3)
     assert events("finding") == [("add", "agent:coder"), ("update", "agent:coder")]
+    # A look-alike search is another call: it never overwrites the first one's fact.
+    wider = api.post(url, {"tool": "fs:search", "query": "VectorStore interface", "fact": "1 file"})
+    assert wider.status_code == 201
     other = api.post(url, {"tool": "fs:read", "query": "VectorStore", "fact": "file text"})
-    assert other.status_code == 201  # another tool is another finding
+    assert other.status_code == 201  # another kind is another finding
     listed = api.get(url).json()["items"]
-    assert [f["tool"] for f in listed] == ["fs:read", "fs:search"]
+    assert [f["fact"] for f in listed] == ["file text", "1 file", "4 files"]
+    assert [f["kind"] for f in listed] == ["read", "search", "search"]
+
+
+def test_only_natural_language_questions_match_near_duplicates(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/findings"
+    api.post(url, {"tool": "rag_query", "query": "how does auth work", "fact": "JWT"})
+    again = api.post(url, {"tool": "rag_query", "query": "how does the auth work", "fact": "JWT!"})
+    assert again.status_code == 200
+    check = BASE + "/sessions/s1/findings/check"
+    assert api.get(check, {"tool": "rag_query", "query": "How does auth work?"}).json()["known"]
+    assert not api.get(check, {"tool": "rag_query", "query": "payment flow"}).json()["known"]
 
 
 @pytest.mark.parametrize(
-    "query,known",
+    "tool,query,known",
     [
-        ("./src/a.ts", True),
-        ("src/a.ts", True),
-        ("'src/a.ts'", True),
-        ("SRC/A.TS", True),
-        ("src/b.ts", False),
+        ("read_file", "./src/a.ts", True),
+        ("read_file", "src/a.ts", True),
+        ("read_file", "'src/a.ts'", True),
+        ("read_file", "src//a.ts", True),
+        ("Read", '{"file_path": "src/a.ts"}', True),  # the same read, as JSON arguments
+        ("read_file", "SRC/A.TS", False),  # paths are case-sensitive
+        ("read_file", "src/b.ts", False),
+        ("read_file", '{"file_path": "src/a.ts", "offset": 10, "limit": 5}', False),  # a window
+        ("grep", "src/a.ts", False),  # a search for the text is not a read of the file
     ],
 )
-def test_check_answers_whether_already_known(api, query, known):
+def test_check_answers_whether_already_known(api, tool, query, known):
     api.put(BASE + "/sessions/s1", {})
     api.post(
         BASE + "/sessions/s1/findings",
         {"tool": "read_file", "query": "src/a.ts", "fact": "exports A"},
     )
-    body = api.get(
-        BASE + "/sessions/s1/findings/check", {"tool": "read_file", "query": query}
-    ).json()
+    body = api.get(BASE + "/sessions/s1/findings/check", {"tool": tool, "query": query}).json()
     assert body["known"] is known
+    assert body["stale"] is False
     assert (body["finding"]["fact"] == "exports A") if known else body["finding"] is None
-    unknown_tool = api.get(
-        BASE + "/sessions/s1/findings/check", {"tool": "grep", "query": "src/a.ts"}
-    )
-    assert unknown_tool.json()["known"] is False
+
+
+def test_check_on_a_session_that_does_not_exist_yet_is_not_known(api):
+    response = api.get(BASE + "/sessions/new-one/findings/check", {"tool": "Read", "query": "a"})
+    assert response.status_code == 200
+    assert response.json() == {"known": False, "stale": False, "finding": None}
+    assert not Session.objects.exists()
+
+
+def test_a_read_of_a_file_edited_since_is_stale_not_known(api):
+    api.put(BASE + "/sessions/s1", {})
+    url = BASE + "/sessions/s1/findings"
+    check = BASE + "/sessions/s1/findings/check"
+    read = {"tool": "Read", "query": '{"file_path": "/p/lib/a.ex"}', "fact": "defines A", "step": 2}
+    api.post(url, read)
+    assert api.get(check, {"tool": "Read", "query": "/p/lib/a.ex"}).json()["known"] is True
+    edit = {"file_path": "/p/lib/a.ex", "old_string": "x", "new_string": "y"}
+    api.post(url, {"tool": "Edit", "query": json.dumps(edit), "fact": "edited", "step": 3})
+    body = api.get(check, {"tool": "Read", "query": "/p/lib/a.ex"}).json()
+    assert (body["known"], body["stale"]) == (False, True)
+    assert body["finding"]["fact"] == "defines A" and body["finding"]["stale"] is True
+    # Another file's edit makes nothing stale; reading it again makes it fresh.
+    other = {"file_path": "/p/lib/b.ex", "old_string": "x", "new_string": "y"}
+    api.post(url, {"tool": "Edit", "query": json.dumps(other), "fact": "edited", "step": 4})
+    api.post(url, {**read, "step": 5})
+    assert api.get(check, {"tool": "Read", "query": "/p/lib/a.ex"}).json()["known"] is True
 
 
 def test_bad_findings_are_422(api):

@@ -88,17 +88,17 @@ def test_extraction_runs_after_the_turn_commits(api, django_capture_on_commit_ca
     job.refresh_from_db()
     assert job.status == "done" and job.findings_added == 1 and job.context_items_set == 1
     finding = Finding.objects.get()
-    assert finding.source == "extracted" and finding.step == 1
-    assert finding.fact.endswith(
-        "defines TimeCapsule, challenge, MyTCPRequestHandler, ThreadingTCPServer, main"
-    )
+    assert finding.source == "extracted" and finding.step == 1 and finding.kind == "read"
+    assert finding.fact.startswith("76 lines; defines TimeCapsule, MyTCPRequestHandler")
+    # Provenance: the turn, the message (no call id here: the turn's assistant message)
+    # and the tool call it came from; the call keeps its own fact.
+    call = ToolCall.objects.get()
+    assert (finding.turn.iteration, finding.message.seq, finding.tool_call) == (1, 2, call)
+    assert (call.kind, call.fact, call.finding) == ("read", finding.fact, finding)
+    # The task the user gave, with its evidence; never a path the agent only mentioned.
     item = ContextItem.objects.get()
-    assert (item.key, item.value, item.source, item.confidence) == (
-        "active_file",
-        "chall.py",
-        "inferred",
-        0.6,
-    )
+    assert (item.key, item.value, item.source) == ("current_task", "Find the flag.", "inferred")
+    assert item.evidence == [{"turn": 1, "seq": 2, "what": "the first prompt"}]
     assert PendingToolOutput.objects.count() == 0  # whole output gone, finding kept
     assert len(ToolCall.objects.get().output_excerpt) == 2000
 
@@ -123,17 +123,20 @@ def test_extraction_never_overrides_people_or_stronger_values(
 ):
     api.put(BASE + "/sessions/s1", {})
     api.put(
-        BASE + "/sessions/s1/context-items/active_file", {"value": "main.py", "confidence": 0.9}
+        BASE + "/sessions/s1/context-items/current_task", {"value": "Pwn it", "confidence": 0.3}
     )
     call = OUTPUTS["swe_open_ctf_python"]
     session = Session.objects.get()
-    path = json.loads(json.dumps(call))["output"].split("]")[0].split("[File: ")[1].split(" (")[0]
     Finding.objects.create(
-        session=session, tool="open", query=path, fact="checked by a person", source="manual"
+        session=session,
+        tool="open",
+        query=call["query"],
+        fact="checked by a person",
+        source="manual",
     )
     with django_capture_on_commit_callbacks(execute=True):
         api.post(BASE + "/sessions/s1/turns", real_turn())
-    assert ContextItem.objects.get().value == "main.py"
+    assert ContextItem.objects.get().value == "Pwn it"
     assert Finding.objects.get().fact == "checked by a person"
     assert ExtractionJob.objects.get().status == "done"
 
@@ -174,7 +177,7 @@ def test_a_failing_extraction_is_recorded_and_never_fails_ingest(
     def broken(*args, **kwargs):
         raise ValueError("extractor bug")
 
-    monkeypatch.setattr(workers, "finding_from_tool", broken)
+    monkeypatch.setattr(workers, "extract", broken)
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(BASE + "/sessions/s1/turns", real_turn())
     assert response.status_code == 201

@@ -16,7 +16,7 @@ from pydantic import Field, StrictBool, ValidationError
 from agents import tools as memory_tools
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import search as fulltext
-from memoryapp.core.context import assemble_context, finding_dict, memory_dict
+from memoryapp.core.context import assemble_context, finding_dict, memory_dict, stale_reads
 from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session, Subtask
 from memoryapp.lib import prompt as fmt
@@ -137,7 +137,7 @@ def list_context_items(request: HttpRequest, key: str):
 @router.put("/sessions/{key}/context-items/{name}", tags=["working context"])
 def put_context_item(request: HttpRequest, key: str, name: str, payload: ContextItemIn):
     """Set a working-context item. An inferred value never overwrites an explicit or
-    manual one of higher confidence: that is a 409 and nothing changes."""
+    manual one: that is a 409 and nothing changes."""
     name = _item_name(name)
     if "value" not in payload.model_fields_set:
         raise HttpError(422, "value is required")
@@ -158,7 +158,7 @@ def put_context_item(request: HttpRequest, key: str, name: str, payload: Context
         raise HttpError(
             409,
             f"kept the {item.source} value of confidence {item.confidence}: an inferred "
-            "value never overwrites an explicit or manual one of higher confidence",
+            "value never overwrites an explicit or manual one",
         )
     return _item_dict(item)
 
@@ -194,12 +194,14 @@ def list_findings(request: HttpRequest, key: str, cursor: str | None = None, lim
     session = _live_session(request, key)
     offset, limit = _offset(cursor), _limit(limit)
     rows = list(
-        Finding.objects.filter(session=session).order_by("-updated_at", "-id")[
-            offset : offset + limit + 1
-        ]
+        Finding.objects.filter(session=session)
+        .select_related("turn", "message", "tool_call")
+        .order_by("-updated_at", "-id")[offset : offset + limit + 1]
     )
     next_cursor = str(offset + limit) if len(rows) > limit else None
-    return {"items": [finding_dict(f) for f in rows[:limit]], "next_cursor": next_cursor}
+    stale = stale_reads(session, rows[:limit])
+    items = [finding_dict(f, f.id in stale) for f in rows[:limit]]
+    return {"items": items, "next_cursor": next_cursor}
 
 
 @router.post("/sessions/{key}/findings", response={200: dict, 201: dict}, tags=["findings"])
@@ -221,10 +223,21 @@ def check_finding(
     tool: str = Query(..., min_length=1, max_length=200),
     query: str = Query("", max_length=MAX_FACT_CHARS),
 ):
-    """Is this already known? Lets an agent skip a redundant tool call."""
-    session = _live_session(request, key)
-    finding = Finding.known(session, tool, query)
-    return {"known": finding is not None, "finding": finding_dict(finding) if finding else None}
+    """Is this already known? Lets an agent skip a redundant tool call. `query` is the
+    call's text or its JSON arguments. A read of a file edited since is `stale`, not
+    known; a session that does not exist yet knows nothing (200, not 404)."""
+    try:
+        key = check_session_key(key)
+    except ValueError as exc:
+        raise HttpError(422, str(exc)) from None
+    session = Session.objects.for_agent(_agent(request)).active().filter(key=key).first()
+    finding = Finding.known(session, tool, query) if session is not None else None
+    stale = finding.is_stale() if finding is not None else False
+    return {
+        "known": finding is not None and not stale,
+        "stale": stale,
+        "finding": finding_dict(finding, stale) if finding else None,
+    }
 
 
 # --- long-term memories ----------------------------------------------------------------

@@ -91,6 +91,13 @@ def _purge_messages_in_chunks(session_id: int, now: datetime) -> int:
             if not _lock_expired([session_id], now):
                 return removed  # written to meanwhile, or already gone
             with connection.cursor() as cursor:
+                # Findings name the message they came from; the session's findings go
+                # with the session later, so unlink them before their messages go now.
+                cursor.execute(
+                    "UPDATE core_finding SET message_id = NULL "
+                    "WHERE session_id = %s AND message_id IS NOT NULL",
+                    [session_id],
+                )
                 cursor.execute(
                     "DELETE FROM core_message WHERE id IN (SELECT id FROM core_message "
                     "WHERE session_id = %s LIMIT %s)",

@@ -29,6 +29,7 @@ from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
+from memoryapp.lib.extraction import kinds
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
@@ -141,19 +142,66 @@ def memory_dict(memory: Memory) -> dict:
     }
 
 
-def finding_dict(finding: Finding) -> dict:
+def finding_dict(finding: Finding, stale: bool | None = None) -> dict:
+    """A finding's JSON shape, with its provenance: the turn, message and tool call it
+    last came from (select_related("turn", "message", "tool_call") for lists)."""
     return {
         "id": finding.id,
         "tool": finding.tool,
+        "kind": finding.kind,
         "query": finding.query,
         "fact": finding.fact,
         "step": finding.step,
         "success": finding.success,
         "file_path": finding.file_path,
         "source": finding.source,
-        "group": fmt.finding_group(finding.tool),
+        "group": fmt.finding_group(finding.kind),
+        "stale": finding.is_stale() if stale is None else stale,
+        "details": finding.details,
+        "provenance": {
+            "turn": finding.turn.iteration if finding.turn_id else None,
+            "message_seq": finding.message.seq if finding.message_id else None,
+            "tool_call_id": finding.tool_call.call_id or None if finding.tool_call_id else None,
+        },
         "updated_at": finding.updated_at.isoformat(),
     }
+
+
+def stale_reads(session: Session, findings: list[Finding]) -> set[int]:
+    """Ids of the read findings among `findings` whose file was edited after the read:
+    one query for the session's edits of those files."""
+    reads = [f for f in findings if f.kind == kinds.READ and f.file_path]
+    if not reads:
+        return set()
+    edits: dict[str, list[tuple]] = {}
+    for path, step, updated in Finding.objects.filter(
+        session=session, kind=kinds.EDIT, file_path__in={f.file_path for f in reads}
+    ).values_list("file_path", "step", "updated_at"):
+        edits.setdefault(path, []).append((step, updated))
+    stale = set()
+    for read in reads:
+        for step, updated in edits.get(read.file_path, []):
+            if read.step is not None and step is not None:
+                later = step > read.step or (step == read.step and updated > read.updated_at)
+            else:
+                later = updated > read.updated_at
+            if later:
+                stale.add(read.id)
+                break
+    return stale
+
+
+def findings_for_prompt(session: Session, limit: int) -> list[Finding]:
+    """Newest first, bookkeeping (todo lists, trackers) after every real finding, so it
+    never crowds them out of the budget."""
+    rows = list(
+        Finding.objects.filter(session=session)
+        .select_related("turn", "message", "tool_call")
+        .order_by("-updated_at", "-id")[:limit]
+    )
+    return [f for f in rows if f.kind != kinds.BOOKKEEPING] + [
+        f for f in rows if f.kind == kinds.BOOKKEEPING
+    ]
 
 
 def assemble_context(
@@ -190,22 +238,21 @@ def assemble_context(
         lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
         budget.working,
     )
-    findings = list(
-        Finding.objects.filter(session=session).order_by("-updated_at", "-id")[:MAX_FINDINGS]
-    )
+    findings = findings_for_prompt(session, MAX_FINDINGS)
+    stale = stale_reads(session, findings)
     # The longest newest-first prefix that fits: its cost only grows with its length,
     # so a binary search needs a handful of exact counts.
     room = budget.working - working.tokens
     low, high = 0, len(findings)
     while low < high:
         middle = (low + high + 1) // 2
-        text = fmt.findings_section(_finding_items(findings[:middle]))
+        text = fmt.findings_section(_finding_items(findings[:middle], stale))
         if tokens.count_text(encoding, text + "\n\n") <= room:
             low = middle
         else:
             high = middle - 1
     kept_findings = findings[:low]
-    findings_text = fmt.findings_section(_finding_items(kept_findings))
+    findings_text = fmt.findings_section(_finding_items(kept_findings, stale))
     findings_tokens = tokens.count_text(encoding, findings_text + "\n\n") if findings_text else 0
     working_tokens = working.tokens + findings_tokens
 
@@ -293,7 +340,7 @@ def assemble_context(
             for i in working.kept
         ],
         "long_term_memories": [memory_dict(m) for m in memories.kept],
-        "findings": [finding_dict(f) for f in kept_findings],
+        "findings": [finding_dict(f, f.id in stale) for f in kept_findings],
         "summary": summary,
         "token_counts": counts,
         "budget": {**effective.as_dict(), "conversation_base": budget.conversation},
@@ -308,5 +355,8 @@ def assemble_context(
     }
 
 
-def _finding_items(findings: list[Finding]) -> list[fmt.FindingItem]:
-    return [fmt.FindingItem(f.tool, f.query, f.fact, f.file_path, f.success) for f in findings]
+def _finding_items(findings: list[Finding], stale: set[int]) -> list[fmt.FindingItem]:
+    return [
+        fmt.FindingItem(f.tool, f.query, f.fact, f.file_path, f.success, f.kind, f.id in stale)
+        for f in findings
+    ]

@@ -14,7 +14,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from memoryapp.lib.matching import normalize_tool, queries_match
+from memoryapp.lib import extraction
+from memoryapp.lib.extraction.identity import CallKey
+from memoryapp.lib.matching import queries_match
 from memoryapp.lib.tokens import DEFAULT_ENCODING
 
 CONFIDENCE_RANGE = Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
@@ -150,6 +152,11 @@ class Session(models.Model):
     summary_through_seq = models.PositiveIntegerField(default=0)
     summary_updated_at = models.DateTimeField(null=True, blank=True)
     summary_error = models.TextField(blank=True)
+    # The structured state the extractive summary is rolled forward from (lib/summarize).
+    summary_state = models.JSONField(null=True, blank=True)
+    # What extraction has seen so far, tallied for the inferred working context
+    # (memoryapp.lib.extraction.context): bounded, updated under this row's lock.
+    evidence = models.JSONField(null=True, blank=True)
 
     objects = SessionQuerySet.as_manager()
 
@@ -211,6 +218,7 @@ class Session(models.Model):
         self.summary = ""
         self.summary_through_seq = 0
         self.summary_error = ""
+        self.summary_state = None
         self.message_count = 0
         self.token_count = 0
         self.input_tokens = 0
@@ -223,6 +231,7 @@ class Session(models.Model):
                 "summary",
                 "summary_through_seq",
                 "summary_error",
+                "summary_state",
             ]
         )
 
@@ -317,6 +326,14 @@ class ToolCall(models.Model):
     # Structured result metadata the tool reported (line totals, match counts), bounded.
     details = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Written by extraction: this call's kind and its own fact at the time (the finding
+    # holds the latest answer to the same call; summaries read each call's own fact).
+    kind = models.CharField(max_length=20, blank=True)
+    fact = models.TextField(blank=True)
+    fact_success = models.BooleanField(null=True)
+    finding = models.ForeignKey(
+        "Finding", on_delete=models.SET_NULL, null=True, blank=True, related_name="calls"
+    )
 
     class Meta:
         indexes = [
@@ -348,6 +365,10 @@ class IdempotencyRecord(models.Model):
 
 
 class Finding(models.Model):
+    """What one tool call taught the agent. Its identity says exactly which call it
+    answers (memoryapp.lib.extraction.identity): two different calls never share a
+    finding, and the same call made again updates it."""
+
     class Source(models.TextChoices):
         EXTRACTED = "extracted"
         AGENT = "agent"
@@ -355,40 +376,92 @@ class Finding(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="findings")
     tool = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, default="other")
     query = models.TextField(blank=True)
+    # sha256 of the call's identity key (kind-scoped: path, pattern + scope, command, URL…)
+    identity = models.CharField(max_length=64, default="")
     fact = models.TextField()
     step = models.PositiveIntegerField(null=True, blank=True)
     success = models.BooleanField(default=True)
     file_path = models.CharField(max_length=1000, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.AGENT)
+    # Structured facts of the kind (a read's language and manifest, a run's test summary).
+    details = models.JSONField(null=True, blank=True)
+    # Provenance: the turn, message and tool call this finding last came from.
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    message = models.ForeignKey(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    tool_call = models.ForeignKey(
+        ToolCall, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        constraints = [
+            # "Already known?" looks a call up by its identity; one finding per call.
+            models.UniqueConstraint(fields=["session", "identity"], name="finding_unique_identity"),
+        ]
         indexes = [
-            # "Already known?" checks look up a session's findings by tool.
+            # Near-duplicate matching of natural-language (RAG) queries scans one tool's.
             models.Index(fields=["session", "tool"], name="finding_session_tool"),
+            # Staleness: was this file edited after it was read?
+            models.Index(fields=["session", "file_path"], name="finding_session_path"),
         ]
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.fact[:60]}"
+
+    def save(self, *args, **kwargs) -> None:
+        # A finding made without extraction (a test, the admin) still gets its identity.
+        if not self.identity:
+            self.kind, key = self.key_for(self.tool, self.query)
+            self.identity = key.digest
+            self.file_path = self.file_path or key.path
+        super().save(*args, **kwargs)
 
     EDITABLE = ("tool", "query", "fact", "step", "success", "file_path", "source")
 
     def snapshot(self) -> dict:
         return {name: getattr(self, name) for name in self.EDITABLE}
 
+    @staticmethod
+    def key_for(tool: str, query: str) -> tuple[str, CallKey]:
+        """(kind, identity) of `tool(query)`; the query may be text or JSON arguments."""
+        kind = extraction.kind_of(tool, query)
+        return kind, extraction.call_key(kind, tool, query)
+
     @classmethod
     def known(cls, session: Session, tool: str, query: str) -> Finding | None:
-        """The stored finding that already answers `tool(query)`, if any (see
-        memoryapp.lib.matching for what counts as the same query)."""
-        wanted = normalize_tool(tool)
-        candidates = cls.objects.filter(session=session, tool__iexact=tool.strip())
+        """The stored finding that answers `tool(query)`, if any: the same call exactly,
+        or for natural-language retrieval a near-duplicate question."""
+        kind, key = cls.key_for(tool, query)
+        found = cls.objects.filter(session=session, identity=key.digest).first()
+        if found is not None or kind != extraction.kinds.RAG:
+            return found
+        candidates = cls.objects.filter(session=session, tool__iexact=tool.strip(), kind=kind)
         # Newest first: when several match, the latest knowledge wins.
         for finding in candidates.order_by("-updated_at", "-id")[:500]:
-            if normalize_tool(finding.tool) == wanted and queries_match(finding.query, query):
+            if queries_match(finding.query, key.display):
                 return finding
         return None
+
+    def is_stale(self) -> bool:
+        """A read is stale when its file was edited or written after it was read."""
+        if self.kind != extraction.kinds.READ or not self.file_path:
+            return False
+        edits = Finding.objects.filter(
+            session_id=self.session_id, kind=extraction.kinds.EDIT, file_path=self.file_path
+        )
+        if self.step is not None:
+            later = Q(step__gt=self.step) | Q(step=self.step, updated_at__gt=self.updated_at)
+            later |= Q(step__isnull=True, updated_at__gt=self.updated_at)
+        else:
+            later = Q(updated_at__gt=self.updated_at)
+        return edits.filter(later).exists()
 
     @classmethod
     def record(
@@ -403,29 +476,55 @@ class Finding(models.Model):
         success: bool = True,
         file_path: str = "",
         source: str = "agent",
+        kind: str | None = None,
+        identity: str | None = None,
+        details: dict | None = None,
+        turn: Turn | None = None,
+        message: Message | None = None,
+        tool_call: ToolCall | None = None,
     ) -> tuple[Finding, bool]:
-        """Add a finding, or update the one that already knows this: `(finding, created)`."""
-        existing = cls.known(session, tool, query)
+        """Add a finding, or update the one that answers the same call: `(finding,
+        created)`. `kind` and `identity` (the key, not its digest) come from extraction;
+        without them they are computed from `tool` and `query`. Call inside a
+        transaction."""
+        if kind is None or identity is None:
+            kind, key = cls.key_for(tool, query)
+            identity, shown = key.key, key.display
+            file_path = file_path or key.path
+        else:
+            shown = query
+        digest = CallKey(identity, shown).digest
+        existing = cls.objects.select_for_update().filter(session=session, identity=digest).first()
+        if existing is None and kind == extraction.kinds.RAG:
+            existing = cls.known(session, tool, shown)
         values = {
             "tool": tool.strip(),
-            "query": query,
+            "kind": kind,
+            "query": shown,
             "fact": fact,
             "step": step,
             "success": success,
             "file_path": file_path,
             "source": source,
+            "details": details or None,
         }
+        links = {"turn": turn, "message": message, "tool_call": tool_call}
         if existing is None:
-            finding = cls.objects.create(session=session, **values)
+            finding = cls.objects.create(session=session, identity=digest, **values, **links)
             MemoryEvent.record(finding, MemoryEvent.Action.ADD, None, finding.snapshot(), actor)
             return finding, True
         before = existing.snapshot()
         for name, value in values.items():
             setattr(existing, name, value)
-        if existing.snapshot() == before:
-            return existing, False  # already known exactly: no write, no event
-        existing.save()
-        MemoryEvent.record(existing, MemoryEvent.Action.UPDATE, before, existing.snapshot(), actor)
+        for name, value in links.items():
+            if value is not None:
+                setattr(existing, name, value)
+        changed = existing.snapshot() != before
+        existing.save()  # a repeat of the same call still moves its step and provenance
+        if changed:
+            MemoryEvent.record(
+                existing, MemoryEvent.Action.UPDATE, before, existing.snapshot(), actor
+            )
         return existing, False
 
     def remove(self, actor: str) -> None:
@@ -458,6 +557,8 @@ class ContextItem(models.Model):
     value = models.JSONField()
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
     confidence = models.FloatField(default=1.0)
+    # What an inferred value rests on: [{"turn", "seq", "what"}…], newest last, bounded.
+    evidence = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -489,29 +590,37 @@ class ContextItem(models.Model):
         source: str,
         confidence: float,
         actor: str,
+        evidence: list | None = None,
     ) -> tuple[ContextItem, bool]:
         """Set one working-context item: `(item, applied)`. An inferred value never
-        overwrites an explicit or manual one of higher confidence (then nothing
-        changes and `applied` is False). Call inside a transaction."""
+        overwrites an explicit or manual one (then nothing changes and `applied` is
+        False). Call inside a transaction."""
         item = cls.objects.select_for_update().filter(session=session, key=key).first()
         if item is None:
             item = cls.objects.create(
-                session=session, key=key, value=value, source=source, confidence=confidence
+                session=session,
+                key=key,
+                value=value,
+                source=source,
+                confidence=confidence,
+                evidence=evidence or [],
             )
             MemoryEvent.record(item, MemoryEvent.Action.ADD, None, item.snapshot(), actor)
             return item, True
-        if (
-            source == cls.Source.INFERRED
-            and item.source in (cls.Source.EXPLICIT, cls.Source.MANUAL)
-            and item.confidence > confidence
+        if source == cls.Source.INFERRED and item.source in (
+            cls.Source.EXPLICIT,
+            cls.Source.MANUAL,
         ):
             return item, False
         before = item.snapshot()
         item.value, item.source, item.confidence = value, source, confidence
-        if item.snapshot() == before:
+        new_evidence = evidence if evidence is not None else item.evidence
+        if item.snapshot() == before and new_evidence == item.evidence:
             return item, True  # nothing changed: no event, no write
-        item.save(update_fields=["value", "source", "confidence", "updated_at"])
-        MemoryEvent.record(item, MemoryEvent.Action.UPDATE, before, item.snapshot(), actor)
+        item.evidence = new_evidence
+        item.save(update_fields=["value", "source", "confidence", "evidence", "updated_at"])
+        if item.snapshot() != before:
+            MemoryEvent.record(item, MemoryEvent.Action.UPDATE, before, item.snapshot(), actor)
         return item, True
 
     def remove(self, actor: str) -> None:

@@ -1,9 +1,10 @@
 """The stored rolling summary of a session's pruned history.
 
 When a restore prunes messages the summary does not cover yet, it is rolled forward over
-the newly pruned messages (at most `WINDOW` of them are read, so the work is bounded) and
-stored on the session. The default summarizer is extractive and needs no model
-(memoryapp.lib.summarize); `MEMORYAPP_SUMMARIZER_URL` points at an OpenAI-compatible
+the newly pruned messages and their tool calls (each message is read once, ever; at most
+`MAX_MESSAGES_PER_CALL` in one call) and stored on the session with its structured
+state. The default summarizer is extractive and needs no model (memoryapp.lib.summarize);
+`MEMORYAPP_SUMMARIZER_URL` points at an OpenAI-compatible
 endpoint instead. A failing summarizer never drops or hides messages: pruning does not
 depend on it, the last good summary is returned, and the answer says it is stale.
 """
@@ -16,10 +17,14 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from memoryapp.core.models import Message, Session
+from memoryapp.core.models import Message, Session, ToolCall
 from memoryapp.lib import summarize
+from memoryapp.lib.extraction import ToolCallData, extract
+from memoryapp.lib.extraction.text import one_line
 
 logger = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_CALL = 5000
 
 
 class SummarizerError(Exception):
@@ -36,9 +41,14 @@ def _task(session: Session) -> str:
     return session.goal or first_user or ""
 
 
-def _model_summary(previous: list[str], task: str, pruned: list[summarize.Pruned]) -> list[str]:
+def _model_summary(previous: list[str], task: str, events: list) -> list[str]:
     """Ask an OpenAI-compatible chat endpoint for the rolled-forward summary."""
-    transcript = "\n".join(f"{m.role}: {m.content[:2000]}" for m in pruned)
+    transcript = "\n".join(
+        f"{e.role}: {e.text[:2000]}"
+        if isinstance(e, summarize.Said)
+        else f"tool {e.tool}: {e.fact}"
+        for e in events
+    )
     prompt = (
         "Update the running summary of an agent's conversation. Keep it under 20 short "
         "lines: the task, decisions, facts learned, files touched, open problems.\n\n"
@@ -71,29 +81,89 @@ def _model_summary(previous: list[str], task: str, pruned: list[summarize.Pruned
     return lines[: summarize.MAX_LINES]
 
 
+def _events(session: Session, first: int, last: int) -> list:
+    """What happened in messages `first`..`last`, in order: what was said, and each tool
+    call with its own extracted fact (computed now when extraction has not run yet)."""
+    messages = list(
+        Message.objects.filter(session=session, seq__gte=first, seq__lte=last)
+        .exclude(role=Message.Role.SYSTEM)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "name")
+    )
+    calls = list(
+        ToolCall.objects.filter(
+            session=session, turn__last_seq__gte=first, turn__last_seq__lte=last
+        )
+        .select_related("turn")
+        .order_by("turn__iteration", "id")
+    )
+    events: list = [
+        summarize.Said(seq, role, content) for seq, role, content, _ in messages if role != "tool"
+    ]
+    for call in calls:
+        if call.kind:
+            kind, fact, ok = call.kind, call.fact, bool(call.fact_success)
+            details = call.finding.details if call.finding_id and call.finding else None
+            path, query = (
+                (call.finding.file_path, call.finding.query)
+                if call.finding_id and call.finding
+                else ("", call.query)
+            )
+        else:
+            found = extract(
+                ToolCallData(
+                    call.tool,
+                    call.query,
+                    call.output_excerpt,
+                    call.success,
+                    call.file_path,
+                    call.details,
+                )
+            )
+            kind, fact, ok, details, path, query = (
+                found.kind,
+                found.fact,
+                found.success,
+                found.details,
+                found.file_path,
+                found.query,
+            )
+        events.append(
+            summarize.Did(call.turn.last_seq, kind, call.tool, query, fact, ok, path, details)
+        )
+    if not calls:  # OpenAI-style sessions: the tool messages are all there is
+        for seq, role, content, name in messages:
+            if role == "tool":
+                line = one_line(content, 160)
+                events.append(summarize.Did(seq, "other", name or "tool", "", line))
+    events.sort(key=lambda e: (e.seq, isinstance(e, summarize.Did)))
+    return events
+
+
 def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
-    forward when needed. None when nothing was pruned."""
+    forward over what was pruned since the last time. None when nothing was pruned.
+    At most `MAX_MESSAGES_PER_CALL` messages are read in one call; a span beyond that is
+    named in the summary as not yet summarised, never silently dropped."""
     if pruned_through <= 0:
         return None
     covered = session.summary_through_seq
     if covered < pruned_through:
-        start = max(covered + 1, pruned_through - summarize.WINDOW + 1)
-        rows = list(
-            Message.objects.filter(session=session, seq__gte=start, seq__lte=pruned_through)
-            .exclude(role=Message.Role.SYSTEM)
-            .order_by("seq")
-            .values_list("seq", "role", "content", "name")
-        )
-        pruned = [summarize.Pruned(seq, role, content, name) for seq, role, content, name in rows]
-        previous = session.summary.splitlines() if session.summary else []
+        start = covered + 1
+        end = min(pruned_through, start + MAX_MESSAGES_PER_CALL - 1)
         try:
+            events = _events(session, start, end)
+            task = _task(session)
             if settings.MEMORYAPP_SUMMARIZER_URL:
-                lines = _model_summary(previous, _task(session), pruned)
+                previous = session.summary.splitlines() if session.summary else []
+                lines = _model_summary(previous, task, events)
+                state = session.summary_state
             else:
-                lines = summarize.roll(
-                    previous, _task(session), pruned, skipped=start - (covered + 1)
+                skipped = (end + 1, pruned_through) if end < pruned_through else None
+                state = summarize.roll(
+                    session.summary_state, task, events, cwd=_cwd(session), skipped=skipped
                 )
+                lines = summarize.render(state)
         except Exception as exc:  # any failure: keep the last good summary, say stale
             logger.warning("summary of session %s failed: %s", session.pk, exc)
             error = str(exc)[:500]
@@ -108,14 +178,20 @@ def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
         # Conditional: of two concurrent restores, the first to finish stores its summary.
         Session.objects.filter(pk=session.pk, summary_through_seq=covered).update(
             summary=text,
+            summary_state=state,
             summary_through_seq=pruned_through,
             summary_updated_at=timezone.now(),
             summary_error="",
         )
         session.summary, session.summary_through_seq = text, pruned_through
+        session.summary_state = state
     return {
         "text": session.summary,
         "covers_through_seq": session.summary_through_seq,
         "stale": False,
         "error": None,
     }
+
+
+def _cwd(session: Session) -> str:
+    return str((session.metadata or {}).get("cwd") or "")

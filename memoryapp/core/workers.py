@@ -1,9 +1,11 @@
 """What the Celery workers do, as plain functions (the tasks in tasks.py are thin).
 
 Extraction: after a turn commits, its ExtractionJob is dispatched. Running it turns the
-turn's assistant text into inferred working context (confidence 0.6, never overwriting a
-stronger explicit or manual value) and its tool calls into findings (never overwriting a
-person's manual finding), then deletes the whole tool outputs it no longer needs. A job
+turn's tool calls into findings (each call its own, linked to the turn, message and tool
+call it came from; never overwriting a person's manual finding), folds what the turn did
+and said into the session's evidence tally and sets the working context that evidence
+supports (never over an explicit or manual value), then deletes the whole tool outputs it
+no longer needs. A job
 that is done is never run again, so running one twice changes nothing.
 
 Dispatch never fails an ingest. Jobs are written `queued` with the turn, so a successful
@@ -31,9 +33,11 @@ from memoryapp.core.models import (
     Finding,
     Message,
     PendingToolOutput,
+    Session,
     ToolCall,
 )
-from memoryapp.lib.extraction import INFERRED_CONFIDENCE, finding_from_tool, infer_context
+from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
+from memoryapp.lib.extraction.identity import CallKey
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ BROKER_BACKOFF_SECONDS = 10
 SWEEP_PENDING_AFTER = timedelta(seconds=30)
 SWEEP_QUEUED_AFTER = timedelta(minutes=15)
 SWEEP_BATCH = 500
+# Turns whose evidence the tally holds, remembered so a job run twice counts once.
+OBSERVED_TURNS = 500
 
 _broker_down_until = 0.0
 _broker_lock = threading.Lock()
@@ -72,15 +78,13 @@ def reset_broker_backoff() -> None:
     _broker_down_until = 0.0
 
 
-def _tool_results_from_messages(turn) -> list[tuple[str, str, str]]:
-    """(tool, arguments, output) for tool messages answering an assistant's tool call, for
-    agents that send OpenAI-style messages without a turn-level `tool_calls` list."""
-    results = []
-    tool_messages = list(
-        Message.objects.filter(turn=turn, role=Message.Role.TOOL).exclude(tool_call_id="")
-    )
+def _tool_results_from_messages(turn, messages: list[Message]) -> list[tuple]:
+    """(tool, arguments, output, tool message) for tool messages answering an assistant's
+    tool call, for agents that send OpenAI-style messages without a turn-level
+    `tool_calls` list."""
+    tool_messages = [m for m in messages if m.role == Message.Role.TOOL and m.tool_call_id]
     if not tool_messages:
-        return results
+        return []
     # The calls were made by an assistant message of this turn or one of the last turns.
     calls = {}
     assistants = (
@@ -98,11 +102,25 @@ def _tool_results_from_messages(turn) -> list[tuple[str, str, str]]:
                     call["id"],
                     (str(function.get("name") or "unknown"), str(function.get("arguments") or "")),
                 )
-    for message in tool_messages:
-        if message.tool_call_id in calls:
-            name, arguments = calls[message.tool_call_id]
-            results.append((name, arguments, message.content))
-    return results
+    return [
+        (*calls[m.tool_call_id], m.content, m) for m in tool_messages if m.tool_call_id in calls
+    ]
+
+
+def _message_of_call(messages: list[Message], call_id: str) -> Message | None:
+    """The message a call's finding came from: the tool result when it is in this turn,
+    else the assistant message that made the call, else the turn's last assistant one."""
+    if call_id:
+        for message in messages:
+            if message.role == Message.Role.TOOL and message.tool_call_id == call_id:
+                return message
+        for message in messages:
+            if any(
+                isinstance(c, dict) and c.get("id") == call_id for c in message.tool_calls or []
+            ):
+                return message
+    assistants = [m for m in messages if m.role == Message.Role.ASSISTANT]
+    return assistants[-1] if assistants else None
 
 
 def run_extraction(job_id: int) -> str:
@@ -111,7 +129,7 @@ def run_extraction(job_id: int) -> str:
         with transaction.atomic():
             job = (
                 ExtractionJob.objects.select_for_update()
-                .select_related("turn__session__agent")
+                .select_related("turn")
                 .filter(pk=job_id)
                 .first()
             )
@@ -119,54 +137,64 @@ def run_extraction(job_id: int) -> str:
                 return "missing"
             if job.status == ExtractionJob.Status.DONE:
                 return "skipped"
-            turn, session = job.turn, job.turn.session
+            turn = job.turn
+            # The session's evidence tally is read and written under its row lock.
+            session = (
+                Session.objects.select_for_update().select_related("agent").get(pk=turn.session_id)
+            )
+            turn.session = session
             job.attempts += 1
+            messages = list(Message.objects.filter(turn=turn).order_by("seq"))
+            cwd = str((session.metadata or {}).get("cwd") or "")
+            observations: list = []
 
-            inferred: dict[str, str] = {}
-            for text in Message.objects.filter(turn=turn, role=Message.Role.ASSISTANT).values_list(
-                "content", flat=True
-            ):
-                inferred.update(infer_context(text))
-            items_set = 0
-            for key, value in inferred.items():
-                _, applied = ContextItem.put(
-                    session,
-                    key,
-                    value,
-                    source=ContextItem.Source.INFERRED,
-                    confidence=INFERRED_CONFIDENCE,
-                    actor=ACTOR,
-                )
-                items_set += applied
-
-            calls = list(ToolCall.objects.filter(turn=turn).select_related("pending_output"))
-            sources: list[tuple[str, str, str, bool | None, str]] = []
+            calls = list(
+                ToolCall.objects.filter(turn=turn).select_related("pending_output").order_by("id")
+            )
+            sources: list[tuple[ToolCallData, ToolCall | None, Message | None]] = []
             for call in calls:
                 pending = getattr(call, "pending_output", None)
                 if pending is None and call.output_size > len(call.output_excerpt):
                     continue  # whole output already extracted and deleted: never from a part
                 output = pending.output if pending is not None else call.output_excerpt
-                sources.append((call.tool, call.query, output, call.success, call.file_path))
-            if not calls:
-                sources = [(t, q, o, None, "") for t, q, o in _tool_results_from_messages(turn)]
-            added = 0
-            for tool, query, output, success, file_path in sources:
-                extracted = finding_from_tool(tool, query, output, success, file_path)
-                known = Finding.known(session, extracted.tool, extracted.query)
-                if known is not None and known.source == Finding.Source.MANUAL:
-                    continue  # a person's correction wins over extraction
-                _, created = Finding.record(
-                    session,
-                    tool=extracted.tool,
-                    query=extracted.query,
-                    fact=extracted.fact,
-                    success=extracted.success,
-                    file_path=extracted.file_path,
-                    step=turn.iteration,
-                    source=Finding.Source.EXTRACTED,
-                    actor=ACTOR,
+                data = ToolCallData(
+                    call.tool, call.query, output, call.success, call.file_path, call.details
                 )
+                sources.append((data, call, _message_of_call(messages, call.call_id)))
+            if not calls:
+                sources = [
+                    (ToolCallData(tool, query, output), None, message)
+                    for tool, query, output, message in _tool_results_from_messages(turn, messages)
+                ]
+            added = 0
+            for data, call, message in sources:
+                extracted = extract(data)
+                finding, created = _record(session, turn, extracted, call, message)
                 added += created
+                if call is not None:
+                    call.kind, call.fact = extracted.kind, extracted.fact
+                    call.fact_success, call.finding = extracted.success, finding
+                observations += context.observations_for_call(
+                    kind=extracted.kind,
+                    file_path=extracted.file_path,
+                    success=extracted.success,
+                    details=extracted.details,
+                    command=kinds.command_of(data.args, data.query)
+                    if extracted.kind in (kinds.SHELL, kinds.BOOKKEEPING)
+                    else "",
+                    output=data.output[:4000],
+                    cwd=cwd,
+                )
+            if calls:
+                ToolCall.objects.bulk_update(calls, ["kind", "fact", "fact_success", "finding"])
+
+            for message in messages:
+                if message.role in (Message.Role.USER, Message.Role.ASSISTANT):
+                    observations += context.observations_for_message(
+                        message.role, message.content, first_prompt=turn.iteration == 1
+                    )
+            items_set = _apply_evidence(session, turn, messages, observations)
+
             PendingToolOutput.objects.filter(tool_call__turn=turn).delete()
             job.status = ExtractionJob.Status.DONE
             job.findings_added = added
@@ -185,6 +213,64 @@ def run_extraction(job_id: int) -> str:
             finished_at=timezone.now(),
         )
         return "failed"
+
+
+def _record(session, turn, extracted, call, message) -> tuple[Finding | None, bool]:
+    """Record one extracted finding, unless a person's correction holds that call."""
+    digest = CallKey(extracted.identity, extracted.query).digest
+    known = Finding.objects.filter(session=session, identity=digest).first()
+    if known is not None and known.source == Finding.Source.MANUAL:
+        return known, False  # a person's correction wins over extraction
+    return Finding.record(
+        session,
+        tool=extracted.tool,
+        query=extracted.query,
+        fact=extracted.fact,
+        kind=extracted.kind,
+        identity=extracted.identity,
+        details=extracted.details,
+        success=extracted.success,
+        file_path=extracted.file_path,
+        step=turn.iteration,
+        source=Finding.Source.EXTRACTED,
+        actor=ACTOR,
+        turn=turn,
+        message=message,
+        tool_call=call,
+    )
+
+
+def _apply_evidence(session, turn, messages, observations) -> int:
+    """Fold this turn's observations into the session's tally and set the working-context
+    items it now supports (only those whose value or confidence changed)."""
+    if not observations and session.evidence is None:
+        return 0
+    observed = (session.evidence or {}).get("turns") or []
+    if turn.iteration in observed:
+        return 0  # a job run again: its evidence is already counted
+    ref = {"turn": turn.iteration, "seq": messages[-1].seq if messages else turn.last_seq}
+    tally = context.observe(session.evidence, observations, ref)
+    tally["turns"] = (observed + [turn.iteration])[-OBSERVED_TURNS:]
+    previous = tally.get("decided", {})
+    decided = context.decide(tally)
+    items_set = 0
+    for key, decision in decided.items():
+        if previous.get(key) == [decision.value, decision.confidence]:
+            continue
+        _, applied = ContextItem.put(
+            session,
+            key,
+            decision.value,
+            source=ContextItem.Source.INFERRED,
+            confidence=decision.confidence,
+            actor=ACTOR,
+            evidence=decision.evidence,
+        )
+        items_set += applied
+    tally["decided"] = {k: [d.value, d.confidence] for k, d in decided.items()}
+    session.evidence = tally
+    Session.objects.filter(pk=session.pk).update(evidence=tally)
+    return items_set
 
 
 def sweep_extractions(now=None) -> int:

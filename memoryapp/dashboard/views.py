@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
 from memoryapp.core import search as fulltext
-from memoryapp.core.context import assemble_context
+from memoryapp.core.context import assemble_context, stale_reads
 from memoryapp.core.conversation import message_dict, restore_history
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
@@ -210,11 +210,21 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         row["turn_findings"] = findings_by_step.get(iteration, []) if row["is_turn_end"] else []
     first_kept = next((m["seq"] for m in messages if m["role"] != "system"), None)
     turns = list(Turn.objects.filter(session=session).order_by("-iteration")[:50])[::-1]
-    findings = list(Finding.objects.filter(session=session).order_by("-updated_at", "-id")[:200])
-    context_items = list(ContextItem.objects.filter(session=session).order_by("-confidence", "key"))
+    findings = list(
+        Finding.objects.filter(session=session)
+        .select_related("session", "turn", "message", "tool_call")
+        .order_by("-updated_at", "-id")[:200]
+    )
+    stale = stale_reads(session, findings)
+    context_items = list(
+        ContextItem.objects.filter(session=session)
+        .select_related("session")
+        .order_by("-confidence", "key")
+    )
     grouped = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
-        grouped[fmt.finding_group(finding.tool)].append(finding)
+        finding.is_stale_read = finding.id in stale
+        grouped[fmt.finding_group(finding.kind)].append(finding)
     context = {
         "agent": agent,
         "role": request.agent_role,

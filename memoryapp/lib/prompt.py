@@ -4,8 +4,9 @@ Sections, each left out when empty (an empty context gives an empty prompt):
 - `## Session State`: goal, current subtask and its status, active files, recent tools;
 - `## Earlier Conversation`: the summary of pruned history;
 - `## Session Context`: working context, `- **Active file**: lib/app.ex`;
-- `# Execution Memory`: findings grouped as Files Already Read, Previous Search Results,
-  Other Findings;
+- `# Execution Memory`: findings grouped by kind (memoryapp.lib.extraction.kinds): Files
+  Already Read, Previous Search Results, Files Changed, Commands Run, Web Pages and
+  Searches, Subagent Results, Other Findings, and Bookkeeping last and short;
 - `## Remembered Information`: `- [fact] (high confidence) content (2026-11-20)`.
 
 Everything here came from an agent or a model, so text is put on one line and escaped
@@ -20,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from memoryapp.lib.extraction import kinds
 
 _ALWAYS = re.compile(r"([\\`*\[\]<>|~])")
 # '_' only starts or ends emphasis at a word boundary; inside words (my_file.py) it is text.
@@ -78,6 +81,8 @@ class FindingItem:
     fact: str
     file_path: str = ""
     success: bool = True
+    kind: str = kinds.OTHER
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,34 +107,34 @@ def memory_line(item: MemoryItem) -> str:
     return f"- [{kind}] {confidence_badge(item.confidence)} {escape_markdown(item.content)}{date}"
 
 
-_SEARCH_TOOL = re.compile(r"(grep|search|glob|find|\brg\b|ripgrep)", re.I)
-_READ_TOOL = re.compile(r"(read|open|cat\b|view|head\b|tail\b)", re.I)
-
-FILES_READ = "Files Already Read"
-SEARCHES = "Previous Search Results"
-OTHER = "Other Findings"
-FINDING_GROUPS = (FILES_READ, SEARCHES, OTHER)
+FINDING_GROUPS = kinds.GROUP_ORDER
+# Bookkeeping (todo lists, trackers) is shown last and at most this many lines.
+BOOKKEEPING_LINES = 2
 
 
-def finding_group(tool: str) -> str:
-    """Search tools first: `find_file` is a search even though it names a file."""
-    if _SEARCH_TOOL.search(tool):
-        return SEARCHES
-    if _READ_TOOL.search(tool):
-        return FILES_READ
-    return OTHER
+def finding_group(kind: str) -> str:
+    """The group a finding is shown under, by its kind (memoryapp.lib.extraction.kinds)."""
+    return kinds.group_of(kind)
 
 
 def finding_line(item: FindingItem) -> str:
-    group = finding_group(item.tool)
-    failed = " (failed)" if not item.success else ""
-    if group == FILES_READ:
+    notes = ""
+    if not item.success:
+        notes += " (failed)"
+    if item.stale:
+        notes += " (edited since; read it again)"
+    fact = escape_markdown(item.fact)
+    if item.kind == kinds.READ:
         subject = item.file_path or item.query
-        return f"- {escape_markdown(subject)}: {escape_markdown(item.fact)}{failed}"
-    if group == SEARCHES:
-        return f"- {escape_markdown(item.query)}: {escape_markdown(item.fact)}{failed}"
+        return f"- {escape_markdown(subject)}: {fact}{notes}"
+    if item.kind == kinds.SEARCH:
+        return f"- {escape_markdown(item.query)}: {fact}{notes}"
+    if item.kind in (kinds.EDIT, kinds.SHELL, kinds.WEB_FETCH, kinds.SUBAGENT):
+        return f"- {fact}{notes}"  # the fact names its file, command, URL or task
+    if item.kind == kinds.WEB_SEARCH:
+        return f"- {escape_markdown(item.query)}: {fact}{notes}"
     query = f" ({escape_markdown(item.query)})" if item.query else ""
-    return f"- {escape_markdown(item.tool)}{query}: {escape_markdown(item.fact)}{failed}"
+    return f"- {escape_markdown(item.tool)}{query}: {fact}{notes}"
 
 
 def state_section(state: SessionState | None) -> str:
@@ -168,7 +173,10 @@ def memories_section(lines: Iterable[str]) -> str:
 def findings_section(items: Iterable[FindingItem]) -> str:
     grouped: dict[str, list[str]] = {name: [] for name in FINDING_GROUPS}
     for item in items:
-        grouped[finding_group(item.tool)].append(finding_line(item))
+        lines = grouped[finding_group(item.kind)]
+        if item.kind == kinds.BOOKKEEPING and len(lines) >= BOOKKEEPING_LINES:
+            continue
+        lines.append(finding_line(item))
     parts = [f"**{name}:**\n" + "\n".join(lines) for name, lines in grouped.items() if lines]
     return "# Execution Memory\n\n" + "\n\n".join(parts) if parts else ""
 

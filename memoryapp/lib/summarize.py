@@ -1,10 +1,14 @@
 """The default summarizer of pruned history: extractive, deterministic, no model.
 
-A rolling summary is a list of lines: a head line with the task (the first user message)
-and one line per summarized message (its first sentence), oldest first. Rolling it
-forward adds lines for newly pruned messages and drops the oldest body lines past
-`MAX_LINES` / `MAX_CHARS`, so its size is bounded however long the session grows. The
-caller passes at most `WINDOW` newly pruned messages, so the work is bounded too.
+The summary covers the whole pruned span, not its tail. It is rolled forward from a small
+structured state (`State`, stored on the session as JSON) over the events newly pruned:
+what people and the agent said (`Said`) and what its tool calls did (`Did`, with each
+call's own extracted fact). The state keeps the task, the files created and edited, the
+latest result of each command, the latest test run, decisions the agent stated, problems
+still open (failures not followed by a success of the same command or file), progress it
+reported, and later instructions. It is a summary of summaries: rolling it forward never
+re-reads what it already covers, and its size is bounded (`MAX_CHARS`) however long the
+session grows. `render` turns the state into the lines the prompt shows.
 """
 
 from __future__ import annotations
@@ -12,65 +16,255 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-MAX_LINES = 24
+from memoryapp.lib.extraction import kinds
+from memoryapp.lib.extraction.context import base_test_command, task_from_prompt
+from memoryapp.lib.extraction.text import one_line, sentences
+
 MAX_CHARS = 2400
-WINDOW = 200
+MAX_LINES = 24
 SENTENCE_CHARS = 160
-OMITTED = "(earlier steps omitted)"
+FILES_KEPT = 40
+COMMANDS_KEPT = 8
+NOTES_KEPT = 5
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_DECISION = re.compile(
+    r"\b(?:I'll use|I will use|we'll use|we will use|decided to|I decided|going with|"
+    r"instead of|rather than|the (?:fix|solution|approach|root cause|cause|problem|issue) "
+    r"(?:is|was)|the plan is|I'll switch|switching to|chose|choosing)\b",
+    re.IGNORECASE,
+)
+_PROGRESS = re.compile(
+    r"^(?:Done|Fixed|Implemented|Added|Created|Updated|Removed|Refactored|Migrated|Ported|"
+    r"Completed|Finished|All (?:\d+ )?tests? (?:now )?pass|The tests? (?:now )?pass|"
+    r"Everything (?:now )?(?:works|passes)|Successfully)\b",
+    re.IGNORECASE,
+)
+_FILLER = re.compile(
+    r"^(?:Let me|I'll|I will|Now let me|Now I'll|Let's|First,? let me|Next,? I'll|Great|"
+    r"Perfect|Excellent|Good|Okay|OK)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
-class Pruned:
+class Said:
+    """A user or assistant message in the pruned span."""
+
     seq: int
     role: str
-    content: str
-    name: str = ""
+    text: str
 
 
-def first_sentence(text: str, limit: int = SENTENCE_CHARS) -> str:
-    flat = " ".join(text.split())
-    if not flat:
-        return ""
-    sentence = _SENTENCE_END.split(flat, maxsplit=1)[0]
-    if len(sentence) > limit:
-        sentence = sentence[: limit - 1].rstrip() + "…"
-    return sentence
+@dataclass(frozen=True)
+class Did:
+    """A tool call in the pruned span, with its own extracted fact."""
+
+    seq: int
+    kind: str
+    tool: str
+    query: str
+    fact: str
+    success: bool = True
+    file_path: str = ""
+    details: dict[str, Any] | None = None
 
 
-def message_line(message: Pruned) -> str:
-    text = first_sentence(message.content)
-    if not text:
-        return ""
-    if message.role == "tool":
-        label = f"Tool {message.name}" if message.name else "Tool"
-        return f"{label}: {first_sentence(message.content, 100)}"
-    return f"{message.role.capitalize()}: {text}"
+def empty_state() -> dict:
+    return {
+        "task": "",
+        "messages": 0,
+        "first_seq": 0,
+        "through_seq": 0,
+        "calls": 0,
+        "reads": 0,
+        "searches": 0,
+        "created": [],
+        "edited": {},
+        "commands": [],
+        "tests": None,
+        "decisions": [],
+        "progress": [],
+        "problems": [],
+        "instructions": [],
+        "unsummarised": [],
+    }
+
+
+def _push(items: list, value: Any, limit: int) -> None:
+    if value in items:
+        items.remove(value)
+    items.append(value)
+    del items[:-limit]
+
+
+def _short(path: str, cwd: str) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def _resolve(state: dict, subject: str) -> None:
+    """A success of the same command or file closes the problems it had."""
+    state["problems"] = [p for p in state["problems"] if p.get("subject") != subject]
 
 
 def roll(
-    previous: list[str], task: str, newly_pruned: Iterable[Pruned], skipped: int = 0
-) -> list[str]:
-    """The summary after more messages were pruned. `skipped` counts pruned messages
-    that fell outside the window and were not read."""
-    head = [f"Task: {first_sentence(task, 240)}"] if task else []
-    body = [line for line in previous if not line.startswith("Task: ") and line != OMITTED]
-    omitted = OMITTED in previous
+    state: dict | None,
+    task: str,
+    events: Iterable[Said | Did],
+    *,
+    cwd: str = "",
+    skipped: tuple[int, int] | None = None,
+) -> dict:
+    """The state after more of the session was pruned. `events` are in seq order;
+    `skipped` is a (first, last) seq range that was pruned but not read (the per-call
+    bound was reached), shown as not yet summarised."""
+    state = dict(state) if isinstance(state, dict) and "edited" in state else empty_state()
+    for name in ("created", "commands", "decisions", "progress", "problems", "instructions"):
+        state[name] = list(state[name])
+    state["edited"] = dict(state["edited"])
+    state["unsummarised"] = list(state.get("unsummarised") or [])
+    if task and not state["task"]:
+        state["task"] = one_line(task, 240)
     if skipped:
-        body.append(f"({skipped} messages not summarized)")
-    body.extend(line for m in newly_pruned if m.role != "system" and (line := message_line(m)))
+        state["unsummarised"] = (state["unsummarised"] + [list(skipped)])[-3:]
+    for event in events:
+        state["through_seq"] = max(state["through_seq"], event.seq)
+        if not state["first_seq"]:
+            state["first_seq"] = event.seq
+        if isinstance(event, Said):
+            state["messages"] += 1
+            _said(state, event)
+        else:
+            state["calls"] += 1
+            _did(state, event, cwd)
+    return state
 
-    def size(lines: list[str]) -> tuple[int, int]:
-        return len(lines), len("\n".join(lines))
 
-    # Drop the oldest lines until the summary fits, keeping the task and the newest.
-    while body:
-        lines = head + ([OMITTED] if omitted else []) + body
-        count, chars = size(lines)
-        if count <= MAX_LINES and chars <= MAX_CHARS:
-            return lines
-        body.pop(0)
-        omitted = True
-    return head + ([OMITTED] if omitted else [])
+def _said(state: dict, event: Said) -> None:
+    if event.role == "user":
+        task = task_from_prompt(event.text)
+        if task and not state["task"]:
+            state["task"] = task
+        elif task and task != state["task"]:
+            _push(state["instructions"], f"{task} (message {event.seq})", NOTES_KEPT)
+        return
+    if event.role != "assistant":
+        return
+    for sentence in sentences(event.text)[:40]:
+        if len(sentence) < 12 or _FILLER.match(sentence):
+            continue
+        if _DECISION.search(sentence):
+            _push(state["decisions"], one_line(sentence, SENTENCE_CHARS), NOTES_KEPT)
+        elif _PROGRESS.match(sentence):
+            _push(state["progress"], one_line(sentence, SENTENCE_CHARS), NOTES_KEPT)
+
+
+def _did(state: dict, event: Did, cwd: str) -> None:
+    path = _short(event.file_path, cwd) if event.file_path else ""
+    if event.kind == kinds.READ:
+        state["reads"] += 1
+    elif event.kind == kinds.SEARCH:
+        state["searches"] += 1
+    elif event.kind == kinds.EDIT and event.success and path:
+        if (event.details or {}).get("created") and path not in state["created"]:
+            _push(state["created"], path, FILES_KEPT)
+        else:
+            edited = state["edited"]
+            edited[path] = edited.pop(path, 0) + 1  # re-inserted: most recent last
+            while len(edited) > FILES_KEPT:
+                edited.pop(next(iter(edited)))
+        _resolve(state, path)
+    elif event.kind in (kinds.SHELL, kinds.BOOKKEEPING):
+        _command(state, event)
+        return
+    if not event.success:
+        subject = path or event.query
+        problem = {
+            "subject": subject,
+            "text": one_line(event.fact, SENTENCE_CHARS),
+            "seq": event.seq,
+        }
+        state["problems"] = [p for p in state["problems"] if p["subject"] != subject]
+        state["problems"] = (state["problems"] + [problem])[-NOTES_KEPT:]
+
+
+def _command(state: dict, event: Did) -> None:
+    command = event.query
+    runs = [r for r in (event.details or {}).get("run") or [] if isinstance(r, dict)]
+    tests = [r for r in runs if r.get("category") == "tests"]
+    if tests:
+        run = tests[0]
+        state["tests"] = {
+            "command": one_line(base_test_command(command) or command, 60),
+            "result": one_line(str(run.get("summary", "")), 100),
+            "passed": bool(run.get("passed")),
+            "first_failure": one_line(str(run.get("first_failure") or ""), 120),
+            "seq": event.seq,
+        }
+    entry = {"command": one_line(command, 60), "fact": event.fact, "ok": event.success}
+    state["commands"] = [c for c in state["commands"] if c["command"] != entry["command"]]
+    state["commands"] = (state["commands"] + [entry])[-COMMANDS_KEPT:]
+    subject = "command:" + (base_test_command(command) if tests else command)
+    if event.success and (not tests or tests[0].get("passed")):
+        _resolve(state, subject)
+    elif not event.success or tests:
+        result = tests[0].get("summary") if tests else event.fact
+        text = one_line(f"`{one_line(command, 60)}`: {result}", SENTENCE_CHARS)
+        problem = {"subject": subject, "text": text, "seq": event.seq}
+        state["problems"] = [p for p in state["problems"] if p["subject"] != subject]
+        state["problems"] = (state["problems"] + [problem])[-NOTES_KEPT:]
+
+
+def _listing(items: list[str], limit: int = 8) -> str:
+    shown = ", ".join(items[-limit:][::-1])
+    more = len(items) - limit
+    return shown + (f" (+{more} more)" if more > 0 else "")
+
+
+def render(state: dict | None) -> list[str]:
+    """The summary's lines, most important first, within `MAX_LINES` and `MAX_CHARS`."""
+    if not isinstance(state, dict) or "edited" not in state:
+        return []
+    lines: list[str] = []
+    if state["task"]:
+        lines.append(f"Task: {state['task']}")
+    if state["messages"] or state["calls"]:
+        span = f"messages {state['first_seq']}–{state['through_seq']}"
+        lines.append(
+            f"Covers {span}: {state['messages']} said, {state['calls']} tool calls "
+            f"({state['reads']} reads, {state['searches']} searches)."
+        )
+    for first, last in state.get("unsummarised") or []:
+        lines.append(f"Messages {first}–{last} were pruned before they could be summarised.")
+    if state["created"]:
+        lines.append(f"Files created: {_listing(state['created'])}")
+    if state["edited"]:
+        edited = [f"{p} ({n}×)" if n > 1 else p for p, n in state["edited"].items()]
+        lines.append(f"Files edited: {_listing(edited)}")
+    if tests := state.get("tests"):
+        verdict = "passing" if tests["passed"] else "failing"
+        first = f"; first failure: {tests['first_failure']}" if tests.get("first_failure") else ""
+        lines.append(
+            f"Tests ({verdict}, message {tests['seq']}): `{tests['command']}`: "
+            f"{tests['result']}{first}"
+        )
+    for problem in state["problems"][::-1]:
+        lines.append(f"Open problem: {problem['text']}")
+    for decision in state["decisions"][::-1]:
+        lines.append(f"Decision: {decision}")
+    for note in state["progress"][::-1]:
+        lines.append(f"Progress: {note}")
+    for instruction in state["instructions"][::-1]:
+        lines.append(f"Later instruction: {instruction}")
+    commands = [c for c in state["commands"][::-1] if not c.get("fact", "").startswith("`git")]
+    for command in commands[:4]:
+        lines.append(f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}")
+    kept: list[str] = []
+    for line in lines:
+        if len(kept) >= MAX_LINES or len("\n".join([*kept, line])) > MAX_CHARS:
+            break
+        kept.append(line)
+    return kept
