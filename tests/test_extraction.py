@@ -319,7 +319,7 @@ def test_test_runner_summaries_are_stated():
     assert real("cc_cargo_test").fact == "`cargo test 2>&1` ok: 34 passed, 0 failed"
     finding = real("aider_pytest_failed")
     assert finding.fact == (
-        "`pytest tests/basic/test_main.py` ok: 2 failed, 25 passed; first: "
+        "`pytest tests/basic/test_main.py` failed: 2 failed, 25 passed; first: "
         "tests/basic/test_main.py::TestMain::test_map_tokens_option - Attribute..."
     )
     assert finding.details["run"][0]["passed"] is False

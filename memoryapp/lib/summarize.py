@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.context import base_test_command, task_from_prompt
+from memoryapp.lib.extraction.context import base_test_command, same_runner, task_from_prompt
 from memoryapp.lib.extraction.text import one_line, sentences
 
 MAX_CHARS = 2400
@@ -154,11 +154,11 @@ def _said(state: dict, event: Said) -> None:
     if event.role != "assistant":
         return
     for sentence in sentences(event.text)[:40]:
-        if len(sentence) < 12 or _FILLER.match(sentence):
+        if len(sentence) < 12:
             continue
         if _DECISION.search(sentence):
             _push(state["decisions"], one_line(sentence, SENTENCE_CHARS), NOTES_KEPT)
-        elif _PROGRESS.match(sentence):
+        elif _PROGRESS.match(sentence) and not _FILLER.match(sentence):
             _push(state["progress"], one_line(sentence, SENTENCE_CHARS), NOTES_KEPT)
 
 
@@ -204,10 +204,15 @@ def _command(state: dict, event: Did) -> None:
             "first_failure": one_line(str(run.get("first_failure") or ""), 120),
             "seq": event.seq,
         }
-    entry = {"command": one_line(command, 60), "fact": event.fact, "ok": event.success}
+    entry = {
+        "command": one_line(command, 60),
+        "fact": event.fact,
+        "ok": event.success,
+        "tests": bool(tests),
+    }
     state["commands"] = [c for c in state["commands"] if c["command"] != entry["command"]]
     state["commands"] = (state["commands"] + [entry])[-COMMANDS_KEPT:]
-    subject = "command:" + (base_test_command(command) if tests else command)
+    subject = "command:" + (same_runner(command) if tests else command)
     if event.success and (not tests or tests[0].get("passed")):
         _resolve(state, subject)
     elif not event.success or tests:
@@ -259,7 +264,11 @@ def render(state: dict | None) -> list[str]:
         lines.append(f"Progress: {note}")
     for instruction in state["instructions"][::-1]:
         lines.append(f"Later instruction: {instruction}")
-    commands = [c for c in state["commands"][::-1] if not c.get("fact", "").startswith("`git")]
+    commands = [
+        c
+        for c in state["commands"][::-1]
+        if not c.get("tests") and not c.get("fact", "").startswith("`git")
+    ]
     for command in commands[:4]:
         lines.append(f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}")
     kept: list[str] = []

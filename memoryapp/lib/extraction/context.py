@@ -222,6 +222,18 @@ def base_test_command(command: str) -> str:
     return " ".join(kept)
 
 
+_RUNNER_WRAPPERS = re.compile(
+    r"^(?:python3? -m |uv run |poetry run |pipenv run |bundle exec |npx |pnpm exec |pnpm |"
+    r"yarn |bunx |dotenv -- )+"
+)
+
+
+def same_runner(command: str) -> str:
+    """A test command without the wrapper that launches it: `python -m pytest` and
+    `uv run pytest` are both `pytest`, for telling whether a later run fixed a failure."""
+    return _RUNNER_WRAPPERS.sub("", base_test_command(command))
+
+
 def task_from_prompt(text: str) -> str:
     """The task a user prompt gives, on one line; '' for acknowledgements and meta
     messages (hook feedback, interruptions, command output)."""
@@ -267,7 +279,7 @@ def observations_for_call(
         if manifest.get("language"):
             found.append(
                 Observation("primary_language", manifest["language"], 5.0,
-                            f"{name} manifest", unique=file_path)
+                            f"{name} manifest", unique="manifest:" + file_path)
             )  # fmt: skip
         for framework in manifest.get("frameworks") or []:
             found.append(
@@ -395,9 +407,12 @@ def decide(evidence: dict | None) -> dict[str, Decision]:
         if not values:
             continue
         total = sum(v["w"] for v in values.values())
-        value, entry = max(values.items(), key=lambda kv: (kv[1]["w"], kv[1]["n"]))
-        share = entry["w"] / total if total else 0.0
-        confidence = round(min(0.95, share * (1 - 0.5 ** (entry["w"] / 3))), 2)
+        # The heaviest; on a tie, the first seen (a manifest lists its main framework first).
+        value, entry = max(values.items(), key=lambda kv: kv[1]["w"])
+        # A project has one language and one test command but may use several frameworks
+        # (Phoenix with LiveView and Ecto): there the others are no evidence against it.
+        share = 1.0 if key == "framework" else (entry["w"] / total if total else 0.0)
+        confidence = round(min(0.95, share * (1 - 0.5 ** (entry["w"] / 2))), 2)
         if confidence >= MIN_CONFIDENCE:
             decided[key] = Decision(value, confidence, entry["refs"])
     for key, entry in (evidence.get("latest") or {}).items():
