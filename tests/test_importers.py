@@ -694,3 +694,24 @@ def test_session_keys_are_valid_and_distinct():
     assert session_key("..") != ".."
     long_one, long_two = session_key("k" * 300 + "1"), session_key("k" * 300 + "2")
     assert len(long_one) == 200 and long_one != long_two
+
+
+def test_inline_sidechains_without_ids_make_one_session_per_root(tmp_path):
+    # The oldest logs wrote subagents into the main file, with no agent id: each chain
+    # starting at a line with no parent is one subagent.
+    log = tmp_path / "old.jsonl"
+    shutil.copy(CLAUDE / "hello-world-script.jsonl", log)
+    with log.open("a") as handle:
+        for source in ("coverage-test-fix", "stop-hook-fast-path-clean"):
+            for event in raw_events(CLAUDE / f"{source}.jsonl"):
+                event["isSidechain"] = True
+                handle.write(json.dumps(event) + "\n")
+    main, first, second = load_transcript(log)
+    assert [first.key, second.key] == ["old:sidechain-1", "old:sidechain-2"]
+    assert first.metadata["parent_session"] == second.metadata["parent_session"] == "old"
+    for sub, source in ((first, "coverage-test-fix"), (second, "stop-hook-fast-path-clean")):
+        expected = only(load_transcript(CLAUDE / f"{source}.jsonl"))
+        assert [t["messages"] for t in sub.turns] == [t["messages"] for t in expected.turns]
+    assert [t["messages"] for t in main.turns] == [
+        t["messages"] for t in only(load_transcript(CLAUDE / "hello-world-script.jsonl")).turns
+    ]

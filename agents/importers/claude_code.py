@@ -300,7 +300,10 @@ class Conversation:
         if self._first_timestamp:
             self.metadata["started_at"] = self._first_timestamp
             self.metadata["ended_at"] = self._last_timestamp
-        return self.builder.finish()
+        turns = self.builder.finish()
+        if turns and "timestamp" not in turns[-1] and self._last_timestamp:
+            turns[-1]["timestamp"] = self._last_timestamp  # inputs still awaiting a reply
+        return turns
 
     def _event(self, number: int, event: dict[str, Any]) -> None:
         for name in METADATA_FIELDS:
@@ -521,17 +524,19 @@ def load(
     main_key = key or session_key(path.stem)
     main_lines: Lines = []
     sidechains: dict[str, Lines] = {}
-    roots = 0
+    roots, spoken = 1, False
     for number, event in lines:
         if not event.get("isSidechain"):
             main_lines.append((number, event))
             continue
-        # The oldest logs keep subagents inline: one conversation per agent id, or per
-        # root line (no parent) when there are no ids.
+        # The oldest logs keep subagents inline: one conversation per agent id, or, when
+        # there are no ids, one per root message (a message without a parent).
         group = event.get("agentId")
         if not isinstance(group, str) or not group:
-            if event.get("parentUuid") is None or roots == 0:
-                roots += 1
+            if event.get("type") in ("user", "assistant"):
+                if spoken and event.get("parentUuid") is None:
+                    roots += 1
+                spoken = True
             group = f"sidechain-{roots}"
         sidechains.setdefault(group, []).append((number, event))
     main, conversation = _session(main_key, main_lines, problems, {"file": path.name})
@@ -546,8 +551,6 @@ def load(
             sub.metadata["parent_tool_call"] = conversation.task_calls[agent_id]
         sessions.append(sub)
 
-    for group, group_lines in sidechains.items():
-        subagent(group, group_lines, [], path.name)
     folders = {path.parent / path.stem / "subagents"}
     if isinstance(session_id, str) and session_id:
         folders.add(path.parent / session_id / "subagents")
@@ -556,6 +559,10 @@ def load(
         if folder.is_dir():
             files.extend(sorted(folder.glob("agent-*.jsonl")))
     files.extend(index.beside(path.parent, session_id))
+    with_files = {_agent_id(file, {}) for file in files}
+    for group, group_lines in sidechains.items():
+        if group not in with_files:  # a subagent's own log, when there is one, is whole
+            subagent(group, group_lines, [], path.name)
     read: list[Path] = []
     for file in files:
         if file in read or file == path:

@@ -42,12 +42,16 @@ class SendResult:
 
     def lines(self) -> list[str]:
         """The result as printed: the key and counts, then each problem on its own line."""
-        head = f"{self.key}: {self.sent} turns sent, {self.skipped} skipped"
+        head = f"{self.key}: {_count(self.sent, 'turn')} sent, {self.skipped} skipped"
         if self.problems:
-            head += f", {len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}"
+            head += f", {_count(len(self.problems), 'problem')}"
         return [head] + [
             f"  line {line}: {reason}" if line else f"  {reason}" for line, reason in self.problems
         ]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def idempotency_key(session_key: str, index: int | str, turn: TurnBody) -> str:
