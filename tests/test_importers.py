@@ -212,6 +212,7 @@ def test_claude_code_meta_and_command_lines_are_messages_but_never_the_goal(tmp_
     assert json.loads(meta)["isMeta"] is True
     command = json.loads(lines[1])
     command["message"]["content"] = "<command-name>/clear</command-name>"
+    command["uuid"] = "a-slash-command"
     reordered = tmp_path / "meta-first.jsonl"
     reordered.write_text("\n".join([lines[0], meta, json.dumps(command), *lines[1:]]) + "\n")
     session = only(load_transcript(reordered))
@@ -715,3 +716,41 @@ def test_inline_sidechains_without_ids_make_one_session_per_root(tmp_path):
     assert [t["messages"] for t in main.turns] == [
         t["messages"] for t in only(load_transcript(CLAUDE / "hello-world-script.jsonl")).turns
     ]
+
+
+def test_tooleval_answers_keyed_by_query_id_make_a_session_each(tmp_path):
+    converted = json.loads((FIXTURES / "toolbench" / "converted_answer_CoT.json").read_text())
+    keyed = tmp_path / "G1_instruction.json"
+    keyed.write_text(json.dumps({"10001": converted, "10002": converted}))
+    sessions = load_transcript(keyed)
+    assert [s.key for s in sessions] == ["G1_instruction:10001", "G1_instruction:10002"]
+    assert all(s.goal == converted["query"] for s in sessions)
+
+
+def test_a_byte_order_mark_does_not_hide_the_format(tmp_path):
+    for source in (
+        CLAUDE / "hello-world-script.jsonl",
+        DEMO / "swe-agent" / "function_calling_simple.traj",
+    ):
+        marked = tmp_path / source.name
+        marked.write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+        assert only(load_transcript(marked)).turns == only(load_transcript(source)).turns
+        assert only(load_transcript(marked)).problems == []
+
+
+def test_a_file_with_no_conversation_says_so(tmp_path):
+    queue_operation = (CLAUDE / "hello-world-script.jsonl").read_text().splitlines()[0]
+    assert json.loads(queue_operation)["type"] == "queue-operation"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(queue_operation + "\n")
+    session = only(load_transcript(empty))
+    assert session.turns == []
+    assert session.problems == [(0, "no conversation found: nothing to import")]
+
+
+def test_a_line_written_twice_is_read_once(tmp_path):
+    lines = (CLAUDE / "coverage-test-fix.jsonl").read_text().splitlines()
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text("\n".join(line for line in lines for _ in range(2)) + "\n")
+    original = only(load_transcript(CLAUDE / "coverage-test-fix.jsonl"))
+    assert only(load_transcript(doubled)).turns == original.turns

@@ -183,7 +183,7 @@ def _start_timestamp(start: str | None) -> str | None:
 def load(path: Path, key: str) -> list[ImportedSession]:
     """One session per `aider chat started` block; text before the first block (a history
     whose start was cut off) is a session of its own, `<key>:preamble`."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
     chunks: list[tuple[str | None, int, list[tuple[int, str]]]] = [(None, 1, [])]
     for number, line in enumerate(text.splitlines(), start=1):
         if number == 1 and MODE_LINE.match(line):

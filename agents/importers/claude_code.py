@@ -94,7 +94,7 @@ def read_lines(path: Path) -> tuple[Lines, list[Problem]]:
     problems: list[Problem] = []
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip()
+            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
             if not text:
                 continue
             try:
@@ -287,6 +287,7 @@ class Conversation:
         self.metadata: dict[str, Any] = {}
         self.task_calls: dict[str, str] = {}  # subagent id -> the Task call that started it
         self._by_message_id: dict[str, TurnBody] = {}
+        self._seen: set[str] = set()
         self._first_timestamp: str | None = None
         self._last_timestamp: str | None = None
 
@@ -310,6 +311,11 @@ class Conversation:
             value = event.get(name)
             if name not in self.metadata and isinstance(value, str) and value:
                 self.metadata[name] = cut(value, SCALAR_CHARS)
+        uuid = event.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            if uuid in self._seen:  # a line written twice (resumed or retried writes)
+                return
+            self._seen.add(uuid)
         kind = event.get("type")
         if kind == "summary" and isinstance(event.get("summary"), str):
             self.metadata.setdefault("summary", cut(event["summary"], SCALAR_CHARS))
@@ -347,6 +353,8 @@ class Conversation:
                 texts.append(block["text"])
             elif kind in ("tool_use", "server_tool_use"):
                 call_id = str(block.get("id") or f"toolu_line{number}_{index}")
+                if self.builder.call(call_id) is not None:
+                    continue  # a block repeated by a later line of the same call
                 name = str(block.get("name") or "unknown")
                 arguments = block.get("input")
                 arguments = arguments if isinstance(arguments, dict) else {"input": arguments}

@@ -499,6 +499,8 @@ def finalize(session: ImportedSession) -> ImportedSession:
             )
         turns.append(turn)
     session.turns = turns
+    if not turns and not session.problems:
+        session.problems.append((0, "no conversation found: nothing to import"))
     session.problems.sort(key=lambda problem: problem[0])
     session.key = session_key(session.key)
     session.goal = goal_text(session.goal)

@@ -47,7 +47,7 @@ def _unknown(path: Path) -> UnknownFormat:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        return json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
     except RecursionError:
         raise TranscriptError(f"{path}: JSON nested too deeply") from None
     except ValueError as exc:
@@ -60,7 +60,7 @@ def _sniff_lines(path: Path) -> str | None:
             if count >= SNIFF_LINES:
                 break
             try:
-                item = json.loads(raw)
+                item = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
             except ValueError:
                 continue
             if claude_code.looks_like_event(item):
@@ -102,13 +102,13 @@ def _detect(path: Path) -> tuple[str, Any]:
     if suffix == ".traj":
         return "swe-agent", _read_json(path)
     with path.open("rb") as handle:
-        head = handle.read(SNIFF_CHARS).decode("utf-8", "replace")
+        head = handle.read(SNIFF_CHARS).decode("utf-8", "replace").lstrip("\ufeff")
     if aider.is_history(head):
         return "aider", None
     stripped = head.lstrip()
     if stripped[:1] in ("[", "{"):
         try:
-            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            data = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except ValueError:
             if suffix == ".json":
                 raise TranscriptError(f"{path}: not valid JSON") from None

@@ -90,7 +90,7 @@ def turns_from_messages(
                 problems.append((0, f"message {position + 1} is not an object; skipped"))
             continue
         role = raw.get("role")
-        role = "tool" if role == "function" else role
+        role = {"function": "tool", "developer": "system"}.get(role, role)
         if role not in ROLES:
             continue
         content = text_of(raw.get("content"))
@@ -345,9 +345,18 @@ def is_message_list(data: Any) -> bool:
     )
 
 
+def _keyed(data: Any) -> bool:
+    """ToolEval keeps converted answers as one object keyed by query id."""
+    return (
+        isinstance(data, dict)
+        and bool(data)
+        and all(isinstance(v, dict) and _answer(v) is not None for v in data.values())
+    )
+
+
 def is_document(data: Any) -> bool:
     """Whether parsed JSON is one of this module's shapes."""
-    if is_message_list(data):
+    if is_message_list(data) or _keyed(data):
         return True
     items = data if isinstance(data, list) else [data]
     return bool(items) and all(
@@ -374,10 +383,14 @@ def load_document(data: Any, key: str, path: Path) -> list[ImportedSession]:
                 problems=problems,
             )
         ]
-    items = data if isinstance(data, list) else [data]
+    if _keyed(data) and _answer(data) is None:
+        names, items = [str(k) for k in data], list(data.values())
+    else:
+        items = data if isinstance(data, list) else [data]
+        names = [str(position + 1) for position in range(len(items))]
     sessions = []
-    for position, item in enumerate(items):
-        item_key = key if len(items) == 1 else f"{key}:{position + 1}"
+    for name, item in zip(names, items, strict=True):
+        item_key = key if len(items) == 1 else f"{key}:{name}"
         if not isinstance(item, dict):
             continue
         if (answer := _answer(item)) is not None:
@@ -397,7 +410,7 @@ def load_lines(path: Path, key: str) -> list[ImportedSession]:
     problems: list[Problem] = []
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip()
+            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
             if not text:
                 continue
             try:

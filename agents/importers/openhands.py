@@ -423,7 +423,7 @@ def load_lines(path: Path, key: str) -> list[ImportedSession]:
     problems: list[Problem] = []
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip()
+            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
             if not text:
                 continue
             try:
