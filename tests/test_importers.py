@@ -4,12 +4,15 @@ files come from). Expected values are read from the raw files, not from the impo
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.importers import (
     TranscriptError,
@@ -754,3 +757,41 @@ def test_a_line_written_twice_is_read_once(tmp_path):
     doubled.write_text("\n".join(line for line in lines for _ in range(2)) + "\n")
     original = only(load_transcript(CLAUDE / "coverage-test-fix.jsonl"))
     assert only(load_transcript(doubled)).turns == original.turns
+
+
+ODD_VALUES = st.sampled_from(
+    [None, True, 0, -5, 1.5, "", "\x00", "\ud800", [], {}, [1], {"a": 1}, [{"type": "image"}]]
+)
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _paths(item, (*prefix, name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:4]):
+            yield from _paths(item, (*prefix, index))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_odd_value_anywhere_in_a_real_log_still_gives_turns_the_api_accepts(tmp_path, data):
+    from memoryapp.api.schemas import SessionIn, TurnIn
+
+    events = raw_events(CLAUDE / "coverage-test-fix.jsonl")
+    for _ in range(data.draw(st.integers(1, 6))):
+        event = data.draw(st.sampled_from(events))
+        path = data.draw(st.sampled_from(list(_paths(event))[1:]))
+        holder = event
+        for step in path[:-1]:
+            holder = holder[step]
+        holder[path[-1]] = copy.deepcopy(data.draw(ODD_VALUES))  # never share (and mutate) one
+    log = tmp_path / "mutated.jsonl"
+    log.write_text("\n".join(json.dumps(e) for e in events))
+    for session in load_transcript(log, format="claude-code"):
+        SessionIn.model_validate({"goal": session.goal, "metadata": session.metadata})
+        for turn in session.turns:
+            TurnIn.model_validate(json.loads(json.dumps(turn, ensure_ascii=False)))

@@ -81,8 +81,11 @@ def _blocks(lines: list[tuple[int, str]]) -> list[tuple[str, int, str]]:
     return [(kind, number, "\n".join(text).strip("\n")) for kind, number, text in blocks]
 
 
-def _count(text: str, unit: str) -> int:
-    value = float(text.replace(",", ""))
+def _count(text: str, unit: str) -> int | None:
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:  # "1.2.3": not a count
+        return None
     return round(value * {"k": 1e3, "m": 1e6}.get(unit.lower(), 1))
 
 
@@ -155,11 +158,9 @@ class _Session:
                 records.append(record)
             elif line.startswith("Tokens:") and self.last_turn is not None:
                 counts = {m["what"]: _count(m["count"], m["unit"]) for m in TOKENS.finditer(line)}
-                if "sent" in counts and "received" in counts and "usage" not in self.last_turn:
-                    self.last_turn["usage"] = {
-                        "input_tokens": counts["sent"],
-                        "output_tokens": counts["received"],
-                    }
+                sent, received = counts.get("sent"), counts.get("received")
+                if sent is not None and received is not None and "usage" not in self.last_turn:
+                    self.last_turn["usage"] = {"input_tokens": sent, "output_tokens": received}
         if records and self.last_turn is not None:
             self.builder.add_calls(self.last_turn, records)
         self.builder.add_input({"role": "user", "name": "aider", "content": text})

@@ -83,7 +83,9 @@ Lines = list[tuple[int, dict[str, Any]]]
 
 def looks_like_event(event: Any) -> bool:
     """Whether one parsed line is a Claude Code event (used to recognise the format)."""
-    if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return False
+    if event["type"] not in EVENT_TYPES:
         return False
     return any(k in event for k in ("sessionId", "uuid", "leafUuid", "messageId", "message"))
 
@@ -476,7 +478,7 @@ def first_event(path: Path, limit: int = 20) -> dict[str, Any]:
                     break
                 try:
                     event = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(event, dict) and "sessionId" in event:
                     return event

@@ -172,7 +172,7 @@ def parse_structured(value: Any) -> Any:
         return value
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(text)
@@ -202,7 +202,7 @@ def arguments_query(arguments: Any) -> str | dict[str, Any]:
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
         return parsed if isinstance(parsed, dict) else arguments
     if arguments is None:
@@ -417,7 +417,7 @@ def _shrink(turn: TurnBody, limit: int) -> int:
 
 def _clean_message(raw: dict[str, Any]) -> Message | None:
     role = raw.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         return None
     content = raw.get("content")
     message: Message = {"role": role, "content": clean_text(text_of(content))}
@@ -440,7 +440,8 @@ def _bounded_id(call_id: str) -> str:
 
 
 def _clean_record(raw: ToolCall) -> ToolCall:
-    record: ToolCall = {"tool": cut(clean_text(str(raw.get("tool") or "unknown")), MAX_NAME_CHARS)}
+    tool = cut(clean_text(str(raw.get("tool") or "")).strip(), MAX_NAME_CHARS)
+    record: ToolCall = {"tool": tool or "unknown"}
     query = raw.get("query")
     record["query"] = clean_data(query) if isinstance(query, dict) else clean_text(str(query or ""))
     output = raw.get("output")

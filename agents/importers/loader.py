@@ -61,7 +61,7 @@ def _sniff_lines(path: Path) -> str | None:
                 break
             try:
                 item = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if claude_code.looks_like_event(item):
                 return "claude-code"
@@ -109,7 +109,7 @@ def _detect(path: Path) -> tuple[str, Any]:
     if stripped[:1] in ("[", "{"):
         try:
             data = json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
-        except ValueError:
+        except (ValueError, RecursionError):
             if suffix == ".json":
                 raise TranscriptError(f"{path}: not valid JSON") from None
             found = _sniff_lines(path)  # JSON lines under another name
@@ -167,6 +167,12 @@ def _read(
         sessions, read = _load(path, name, key, data, index)
     except OSError as exc:
         raise TranscriptError(f"{path}: {exc.strerror or exc}") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        # The formats read line by line report odd lines and go on; a whole document in
+        # an unexpected shape is a file that could not be read.
+        if isinstance(exc, TranscriptError):
+            raise
+        raise TranscriptError(f"{path}: not readable as {name} ({exc!r})") from None
     return [finalize(s) for s in sessions], read
 
 

@@ -90,7 +90,11 @@ def turns_from_messages(
                 problems.append((0, f"message {position + 1} is not an object; skipped"))
             continue
         role = raw.get("role")
-        role = {"function": "tool", "developer": "system"}.get(role, role)
+        role = (
+            {"function": "tool", "developer": "system"}.get(role, role)
+            if isinstance(role, str)
+            else None
+        )
         if role not in ROLES:
             continue
         content = text_of(raw.get("content"))

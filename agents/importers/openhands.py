@@ -362,7 +362,7 @@ def _path(arguments: Any) -> str | None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     path = arguments.get("path") if isinstance(arguments, dict) else None
     return path if isinstance(path, str) and path and "\n" not in path else None

@@ -40,7 +40,7 @@ def _model(data: dict[str, Any]) -> str | None:
     if isinstance(config, str):
         try:
             config = json.loads(config)
-        except ValueError:
+        except (ValueError, RecursionError):
             config = None
     agent = config.get("agent") if isinstance(config, dict) else None
     model = agent.get("model") if isinstance(agent, dict) else None
