@@ -795,3 +795,37 @@ def test_any_odd_value_anywhere_in_a_real_log_still_gives_turns_the_api_accepts(
         SessionIn.model_validate({"goal": session.goal, "metadata": session.metadata})
         for turn in session.turns:
             TurnIn.model_validate(json.loads(json.dumps(turn, ensure_ascii=False)))
+
+
+def test_subagent_messages_relayed_as_progress_stand_in_for_a_missing_log(tmp_path):
+    # Newer Claude Code also relays each subagent message into the main log as a progress
+    # event; real subagent events (coverage-test-fix's) wrapped that way.
+    main = CLAUDE / "python-to-rust-port.jsonl"
+    log = tmp_path / "main.jsonl"
+    shutil.copy(main, log)
+    with log.open("a") as handle:
+        for event in raw_events(CLAUDE / "coverage-test-fix.jsonl"):
+            if event["type"] in ("user", "assistant"):
+                wrapped = {
+                    "type": "progress",
+                    "data": {"type": "agent_progress", "agentId": "ab81802", "message": event},
+                    "parentToolUseID": "toolu_01PKfvC84zTHnFnxjuoazGo5",
+                    "timestamp": event["timestamp"],
+                    "sessionId": "c7d3d95c",
+                }
+                handle.write(json.dumps(wrapped) + "\n")
+    main_session, subagent = load_transcript(log)
+    assert [t["messages"] for t in main_session.turns] == [
+        t["messages"] for t in only(load_transcript(main)).turns
+    ]
+    assert subagent.key == "main:agent-ab81802"
+    assert subagent.metadata["parent_tool_call"] == "toolu_01PKfvC84zTHnFnxjuoazGo5"
+    expected = only(load_transcript(CLAUDE / "coverage-test-fix.jsonl"))
+    assert [t["messages"] for t in subagent.turns] == [t["messages"] for t in expected.turns]
+    # With the subagent's own log present, the relayed copy is not read.
+    folder = tmp_path / "main" / "subagents"
+    folder.mkdir(parents=True)
+    (folder / "agent-ab81802.jsonl").write_text(
+        "\n".join(_subagent_lines("c7d3d95c", "ab81802")[:3]) + "\n"
+    )
+    assert len(load_transcript(log)[1].turns) < len(expected.turns)

@@ -12,10 +12,11 @@ largest output count reported for that message id. `user` lines carry text or
 `toolUseResult` is reduced to small `details` (see `tool_details`).
 
 Subagents: newer Claude Code writes `<session-dir>/<session-uuid>/subagents/agent-<id>.jsonl`
-beside `<session-uuid>.jsonl`; older versions write `agent-<id>.jsonl` in the same folder
-(lines marked `isSidechain` with the parent's `sessionId`); the oldest put sidechain lines
-in the main file. Each subagent becomes its own session, `<main key>:agent-<id>`, with
-`parent_session` in its metadata.
+beside `<session-uuid>.jsonl` (and relays their messages into the main log as `progress`
+events, read only when a subagent's own log is missing); older versions write
+`agent-<id>.jsonl` in the same folder (lines marked `isSidechain` with the parent's
+`sessionId`); the oldest put sidechain lines in the main file. Each subagent becomes its
+own session, `<main key>:agent-<id>`, with `parent_session` in its metadata.
 """
 
 from __future__ import annotations
@@ -493,6 +494,29 @@ def is_subagent_file(path: Path) -> bool:
     return path.parent.name == "subagents" or bool(first_event(path).get("isSidechain"))
 
 
+def _relayed(event: dict[str, Any]) -> dict[str, Any] | None:
+    """Newer Claude Code relays each subagent message into the main log as a `progress`
+    event (`data.type: agent_progress`). They are read only for a subagent whose own log
+    is missing, as that subagent's events."""
+    data = event.get("data")
+    if event.get("type") != "progress" or not isinstance(data, dict):
+        return None
+    agent_id, relayed = data.get("agentId"), data.get("message")
+    if data.get("type") != "agent_progress" or not isinstance(agent_id, str) or not agent_id:
+        return None
+    if not isinstance(relayed, dict) or relayed.get("type") not in ("user", "assistant"):
+        return None
+    if not isinstance(relayed.get("message"), dict):
+        return None
+    return {
+        "timestamp": event.get("timestamp"),
+        **relayed,
+        "isSidechain": True,
+        "agentId": agent_id,
+        "sessionId": event.get("sessionId"),
+    }
+
+
 def _agent_id(path: Path, metadata: dict[str, Any]) -> str:
     stem = path.stem.removeprefix("agent-")
     return stem or str(metadata.get("agentId") or "unknown")
@@ -534,8 +558,13 @@ def load(
     main_key = key or session_key(path.stem)
     main_lines: Lines = []
     sidechains: dict[str, Lines] = {}
+    progress: dict[str, Lines] = {}
     roots, spoken = 1, False
     for number, event in lines:
+        relayed = _relayed(event)
+        if relayed is not None:
+            progress.setdefault(relayed["agentId"], []).append((number, relayed))
+            continue
         if not event.get("isSidechain"):
             main_lines.append((number, event))
             continue
@@ -572,6 +601,9 @@ def load(
     with_files = {_agent_id(file, {}) for file in files}
     for group, group_lines in sidechains.items():
         if group not in with_files:  # a subagent's own log, when there is one, is whole
+            subagent(group, group_lines, [], path.name)
+    for group, group_lines in progress.items():
+        if group not in with_files and group not in sidechains:
             subagent(group, group_lines, [], path.name)
     read: list[Path] = []
     for file in files:
