@@ -39,6 +39,7 @@ from agents.importers.core import (
     function_call,
     image_placeholder,
     iso_timestamp,
+    json_lines,
     non_negative_int,
     scalars,
     session_key,
@@ -95,24 +96,11 @@ def read_lines(path: Path) -> tuple[Lines, list[Problem]]:
     """Every line that is a JSON object, with its number; the others as problems."""
     lines: Lines = []
     problems: list[Problem] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
-            if not text:
-                continue
-            try:
-                event = json.loads(text)
-            except ValueError as exc:
-                reason = getattr(exc, "msg", str(exc))
-                problems.append((number, f"not JSON ({reason}); line skipped"))
-                continue
-            except RecursionError:
-                problems.append((number, "JSON nested too deeply; line skipped"))
-                continue
-            if not isinstance(event, dict):
-                problems.append((number, f"a JSON {type(event).__name__}, not an event; skipped"))
-                continue
+    for number, event in json_lines(path, problems):
+        if isinstance(event, dict):
             lines.append((number, event))
+        else:
+            problems.append((number, f"a JSON {type(event).__name__}, not an event; skipped"))
     return lines, problems
 
 

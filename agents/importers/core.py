@@ -13,9 +13,10 @@ import ast
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Required, TypedDict
 
 from agents.client import Message, ToolCall
@@ -230,6 +231,47 @@ def tool_record(
     if file_path:
         record["file_path"] = file_path
     return record
+
+
+def json_lines(path: Path, problems: list[Problem]) -> Iterator[tuple[int, Any]]:
+    """Each line of a JSON-lines file that parses, with its number; the others go to
+    `problems` (a half-written last line, bytes that are not UTF-8, anything else)."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
+            if not text:
+                continue
+            try:
+                item = json.loads(text)
+            except RecursionError:
+                problems.append((number, "JSON nested too deeply; line skipped"))
+                continue
+            except ValueError as exc:
+                problems.append((number, f"not JSON ({getattr(exc, 'msg', exc)}); line skipped"))
+                continue
+            yield number, item
+
+
+def with_problems(
+    sessions: list[ImportedSession], key: str, problems: list[Problem]
+) -> list[ImportedSession]:
+    """A file's sessions, its unreadable lines reported on the first (or on an empty
+    session when none could be read)."""
+    if not sessions:
+        return [ImportedSession(key=key, problems=problems)]
+    sessions[0].problems.extend(problems)
+    return sessions
+
+
+def openai_usage(raw: Any) -> Usage | None:
+    """Usage as OpenAI-compatible APIs report it (`prompt_tokens`, `completion_tokens`)."""
+    if not isinstance(raw, dict):
+        return None
+    prompt = non_negative_int(raw.get("prompt_tokens"))
+    completion = non_negative_int(raw.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return {"input_tokens": prompt, "output_tokens": completion}
 
 
 def iso_timestamp(value: Any) -> str | None:

@@ -18,7 +18,6 @@ The user's query is the goal. A turn is one model call (see `core.TurnBuilder`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +34,13 @@ from agents.importers.core import (
     cut,
     function_call,
     iso_timestamp,
-    non_negative_int,
+    json_lines,
+    openai_usage,
     parse_list,
     parse_structured,
     text_of,
     tool_record,
+    with_problems,
 )
 
 FORMAT = "openai"
@@ -309,13 +310,8 @@ def _response_message(response: Any) -> tuple[dict[str, Any] | None, Usage | Non
     choices = response.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else {}
     message = choice.get("message") if isinstance(choice, dict) else None
-    usage_raw = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-    prompt = non_negative_int(usage_raw.get("prompt_tokens"))
-    completion = non_negative_int(usage_raw.get("completion_tokens"))
-    usage: Usage | None = None
-    if prompt is not None and completion is not None:
-        usage = {"input_tokens": prompt, "output_tokens": completion}
     model = response.get("model") if isinstance(response.get("model"), str) else None
+    usage = openai_usage(response.get("usage"))
     return (message if isinstance(message, dict) else None), usage, model
 
 
@@ -412,26 +408,13 @@ def load_lines(path: Path, key: str) -> list[ImportedSession]:
     messages: list[Any] = []
     sessions: list[ImportedSession] = []
     problems: list[Problem] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
-            if not text:
-                continue
-            try:
-                item = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                problems.append((number, f"not JSON ({getattr(exc, 'msg', exc)}); line skipped"))
-                continue
-            if isinstance(item, dict) and isinstance(item.get("role"), str):
-                messages.append(item)
-            elif is_document(item):
-                sessions.extend(load_document(item, f"{key}:{number}", path))
-            else:
-                problems.append((number, "neither a message nor a conversation; skipped"))
+    for number, item in json_lines(path, problems):
+        if isinstance(item, dict) and isinstance(item.get("role"), str):
+            messages.append(item)
+        elif is_document(item):
+            sessions.extend(load_document(item, f"{key}:{number}", path))
+        else:
+            problems.append((number, "neither a message nor a conversation; skipped"))
     if messages:
-        sessions.insert(0, *load_document(messages, key, path))
-    if sessions:
-        sessions[0].problems.extend(problems)
-    else:
-        sessions.append(ImportedSession(key=key, problems=problems))
-    return sessions
+        sessions = load_document(messages, key, path) + sessions
+    return with_problems(sessions, key, problems)

@@ -36,10 +36,12 @@ from agents.importers.core import (
     cut,
     function_call,
     iso_timestamp,
-    non_negative_int,
+    json_lines,
+    openai_usage,
     session_key,
     text_of,
     tool_record,
+    with_problems,
 )
 
 FORMAT = "openhands"
@@ -224,7 +226,7 @@ class _Events:
         content = text_of(reply.get("content")) or text_of(args.get("thought"))
         if isinstance(response.get("model"), str):
             self.model = response["model"]
-        usage = _usage(response.get("usage"))
+        usage = openai_usage(response.get("usage"))
         if kind == "message":
             content = content or text_of(args.get("content") or event.get("message"))
             self._model_call(response.get("id"), content, None, None, usage, timestamp)
@@ -348,16 +350,6 @@ class _Events:
             self.model = name
 
 
-def _usage(raw: Any) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
-    prompt = non_negative_int(raw.get("prompt_tokens"))
-    completion = non_negative_int(raw.get("completion_tokens"))
-    if prompt is None or completion is None:
-        return None
-    return {"input_tokens": prompt, "output_tokens": completion}
-
-
 def _path(arguments: Any) -> str | None:
     if isinstance(arguments, str):
         try:
@@ -421,25 +413,11 @@ def load_lines(path: Path, key: str) -> list[ImportedSession]:
     runs: list[ImportedSession] = []
     events: list[tuple[int, Any]] = []
     problems: list[Problem] = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
-            if not text:
-                continue
-            try:
-                item = json.loads(text)
-            except (ValueError, RecursionError) as exc:
-                problems.append((number, f"not JSON ({getattr(exc, 'msg', exc)}); line skipped"))
-                continue
-            if isinstance(item, dict) and isinstance(item.get("history"), list):
-                runs.append(_run_session(key, item, number, path))
-            else:
-                events.append((number, item))
-    sessions = runs
+    for number, item in json_lines(path, problems):
+        if isinstance(item, dict) and isinstance(item.get("history"), list):
+            runs.append(_run_session(key, item, number, path))
+        else:
+            events.append((number, item))
     if events:
-        sessions.append(_session(key, events, problems, {"format": FORMAT, "file": path.name}))
-    elif sessions:
-        sessions[0].problems.extend(problems)
-    else:
-        sessions.append(ImportedSession(key=key, problems=problems))
-    return sessions
+        return [*runs, _session(key, events, problems, {"format": FORMAT, "file": path.name})]
+    return with_problems(runs, key, problems)
