@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from memoryapp.core.models import Agent, ApiKey
@@ -51,6 +52,16 @@ class ApiClient:
 
     def delete(self, path: str, headers: dict | None = None):
         return self.client.delete(path, headers=self._headers(headers))
+
+
+@pytest.fixture
+def keep_connection_open(monkeypatch):
+    """The in-process WSGI app (seed_demo, import_transcript) closes the database connection
+    around each request, as a server should; inside a test transaction it must stay open.
+    (Disconnecting the signal is not enough: Django's test client connects it again after
+    each of its own requests.)"""
+    for connection in connections.all():
+        monkeypatch.setattr(connection, "close_if_unusable_or_obsolete", lambda: None)
 
 
 @pytest.fixture

@@ -2,17 +2,17 @@
 through the API."""
 
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.test import Client
 
 from memoryapp.core.models import Agent, ApiKey, Message, Session
 
 pytestmark = pytest.mark.django_db
+DEMO = Path(__file__).resolve().parent.parent / "demo" / "transcripts"
 
 
 def test_create_agent_prints_a_working_key_alone_on_the_last_line():
@@ -40,18 +40,6 @@ def test_create_agent_rejects_a_non_slug_name():
     assert Agent.objects.count() == 0
 
 
-@pytest.fixture
-def keep_connection_open():
-    """The in-process WSGI app closes the database connection after each request, as a
-    server should; inside a test transaction it must stay open (Django's test client does
-    the same)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
-
-
 def test_seed_demo_imports_the_shipped_transcripts_through_the_api(keep_connection_open):
     out = StringIO()
     call_command("seed_demo", stdout=out)
@@ -61,20 +49,27 @@ def test_seed_demo_imports_the_shipped_transcripts_through_the_api(keep_connecti
     key = lines[-1]
     agent = Agent.objects.get(name="demo-agent")
     sessions = Session.objects.for_agent(agent)
-    assert sessions.count() == 5
+    shipped = [p for p in DEMO.glob("*/*") if p.suffix in (".traj", ".json", ".jsonl")]
+    assert sessions.count() == len(shipped) == 12
     swe = sessions.get(key="swe-agent:function_calling_simple")
     assert swe.message_count == 12
-    assert swe.goal == "Imported from function_calling_simple.traj"
+    # The goal is the task the transcript starts with.
+    assert swe.goal.startswith("We're currently solving the following issue")
     assert swe.message_count == Message.objects.filter(session=swe).count()
+    claude = sessions.get(key="claude-code:hello-world-script")
+    assert claude.goal.startswith("Write a shell script called hello.sh")
+    assert claude.metadata["sessionId"] == "de3b8b19-5bc0-4a2a-934a-1b6806567e25"
     response = Client().get(
         "/api/v1/sessions/swe-agent:function_calling_simple/history",
         headers={"Authorization": f"Bearer {key}"},
     )
     assert response.json()["messages"][0]["role"] == "system"
     # Running it again imports nothing twice.
+    messages = Message.objects.count()
     call_command("seed_demo", stdout=StringIO())
     swe.refresh_from_db()
     assert swe.message_count == 12
+    assert Message.objects.count() == messages
 
 
 def test_migrations_match_the_models():

@@ -2,8 +2,8 @@
 in demo/transcripts imported through the agent API (the same ingest path agents use:
 `agents.client.MemoryClient` over an in-process WSGI transport).
 
-Safe to run again: the user's password is reset and printed, transcripts already
-imported are skipped.
+Safe to run again: the user's password is reset and printed, and importing a transcript
+again stores nothing new (`agents.importers.send`).
 """
 
 import secrets
@@ -16,8 +16,8 @@ from django.core.management.base import BaseCommand
 from django.core.wsgi import get_wsgi_application
 
 from agents.client import MemoryClient
-from agents.importers import load_transcript
-from memoryapp.core.models import Agent, ApiKey, Session
+from agents.importers import load_transcript, send
+from memoryapp.core.models import Agent, ApiKey
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo" / "transcripts"
 DEMO_TTL = 30 * 24 * 3600  # demo sessions stay visible for a month
@@ -47,17 +47,16 @@ class Command(BaseCommand):
         imported = 0
         with MemoryClient("http://localhost", raw_key, transport=transport) as client:
             for path in sorted(DEMO_DIR.glob("*/*")):
-                if path.suffix not in (".traj", ".json"):
+                if path.suffix not in (".traj", ".json", ".jsonl"):
                     continue
-                session_key = f"{path.parent.name}/{path.stem}".replace("/", ":")
-                if Session.objects.for_agent(demo_agent).active().filter(key=session_key).exists():
-                    continue
-                turns = load_transcript(path)
-                for turn in turns:
-                    client.append_turn(session_key, **turn)
-                client.put_session(session_key, goal=f"Imported from {path.name}")
-                imported += 1
-                self.stdout.write(f"imported {path.name}: {len(turns)} turns")
+                # Keys name the folder too (`swe-agent:function_calling_simple`).
+                key = f"{path.parent.name}:{path.stem}"
+                for session in load_transcript(path, session_key=key):
+                    session.goal = session.goal or f"Imported from {path.name}"
+                    result = send(client, session)
+                    if result.sent:
+                        imported += 1
+                        self.stdout.write(f"imported {session.key}: {result.sent} turns")
         self.stdout.write(f"{imported} transcripts imported.")
         self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {username!r} with password:")
         self.stdout.write(f"    {password}")
