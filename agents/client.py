@@ -208,12 +208,13 @@ class MemoryClient:
             "items"
         ]
 
-    def check_finding(self, key: str, tool: str, query: str) -> dict:
-        return self._request(
-            "GET",
-            self._session_path(key) + "/findings/check",
-            params={"tool": tool, "query": query},
-        )
+    def check_finding(self, key: str, tool: str, query: str | dict[str, Any]) -> dict:
+        """Is `tool(query)` already known? `query` is the call's text or its arguments;
+        long ones are sent in a POST body instead of the URL."""
+        path = self._session_path(key) + "/findings/check"
+        if isinstance(query, str) and len(query) <= 1000:
+            return self._request("GET", path, params={"tool": tool, "query": query})
+        return self._request("POST", path, json={"tool": tool, "query": query})
 
     def remember(
         self,

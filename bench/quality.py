@@ -51,8 +51,8 @@ SEARCH_TOOLS = {"grep", "glob", "search_dir", "search_file", "find_file", "rg", 
 SHELL_TOOLS = {"bash", "execute_bash", "terminal", "shell", "run_command"}
 NUMBERED = (re.compile(r"^ *(\d+)→"), re.compile(r"^ *(\d+)\t"), re.compile(r"^(\d+):"))
 TEST_SUMMARY = re.compile(
-    r"(\d+) failed, (\d+) passed|(\d+) passed(?:, \d+ \w+)* in [\d.]+s|(\d+) tests?, (\d+) failures?"
-    r"|test result: \w+\. (\d+) passed; (\d+) failed|Tests:\s+(?:(\d+) failed, )?(\d+) passed"
+    r"(\d+) failed, (\d+) passed|(\d+) passed(?:, \d+ \w+)* in [\d.]+s"
+    r"|(\d+) tests?, (\d+) failures?|test result: \w+\. (\d+) passed; (\d+) failed|Tests:\s+(?:(\d+) failed, )?(\d+) passed"
     r"|(\d+) examples?, (\d+) failures?|Ran (\d+) tests? in"
 )
 
@@ -121,9 +121,10 @@ def look_alike(tool: str, query) -> tuple[str, str]:
             head, tail = posixpath.split(args[name])
             args[name] = posixpath.join(head, "zz_" + tail)
             return tool, json.dumps(args)
-    for name in ("pattern", "command", "url", "query"):
+    for name in ("pattern", "command", "cmd", "code", "script", "url", "query"):
         if isinstance(args.get(name), str) and args[name]:
-            args[name] = args[name] + (" -zz" if name == "command" else "zz")
+            shell = name in ("command", "cmd", "code", "script")
+            args[name] = args[name] + (" -zz" if shell else "zz")
             return tool, json.dumps(args)
     args["zz_lookalike"] = 1
     return tool, json.dumps(args)
@@ -186,7 +187,9 @@ def check_read(tally: Tally, call: dict, fact: str) -> None:
     if call.get("success") is False or not path or not output.strip():
         return
     text = re.sub(r"<system-reminder>.*?</system-reminder>", "", output, flags=re.S)
-    text = re.sub(r"^\[File: [^\n]*\]\n|^Here's the result of running `cat -n` on [^\n]*\n", "", text)
+    text = re.sub(
+        r"^\[File: [^\n]*\]\n|^Here's the result of running `cat -n` on [^\n]*\n", "", text
+    )
     source = strip_numbers(text)
     manifest = read_manifest(path, source)
     if manifest and manifest.name:
@@ -200,7 +203,9 @@ def check_read(tally: Tally, call: dict, fact: str) -> None:
         return
     tally.reads += 1
     wanted = min(3, len(names))
-    found = sum(1 for name in set(names) if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", fact))
+    found = sum(
+        1 for name in set(names) if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", fact)
+    )
     if found >= wanted:
         tally.reads_named += 1
     else:
@@ -212,7 +217,12 @@ def true_search_count(call: dict) -> int | None:
     output = call.get("output") or ""
     args = arguments(call.get("query")) or {}
     mode = details.get("mode") or args.get("output_mode")
-    if call["tool"].casefold() == "glob" or mode in ("files_with_matches", None) and "numFiles" in details and mode != "content":
+    if (
+        call["tool"].casefold() == "glob"
+        or mode in ("files_with_matches", None)
+        and "numFiles" in details
+        and mode != "content"
+    ):
         if isinstance(details.get("numFiles"), int):
             return details["numFiles"]
     if mode == "count" and isinstance(details.get("numMatches"), int):
@@ -260,7 +270,9 @@ def check_shell(tally: Tally, call: dict, fact: str) -> None:
     kept = all(re.search(rf"(?<![\d.]){n}(?![\d.])", fact) for n in numbers)
     tally.test_runs_kept += kept
     if not kept:
-        tally.note("test run without its summary", f"{call.get('query')}: {found[-1].group(0)} → {fact}")
+        tally.note(
+            "test run without its summary", f"{call.get('query')}: {found[-1].group(0)} → {fact}"
+        )
 
 
 # --- one session ------------------------------------------------------------------------
@@ -270,7 +282,9 @@ def measure_session(client, session, tally: Tally) -> dict:
     from memoryapp.core.models import ContextItem, Finding, Session, ToolCall
 
     key = session.key
-    client.put_session(key, metadata=session.metadata, **({"goal": session.goal} if session.goal else {}))
+    client.put_session(
+        key, metadata=session.metadata, **({"goal": session.goal} if session.goal else {})
+    )
     made: set[str] = set()
     calls_in_order: list[dict] = []
     edited_since_read: dict[str, bool] = {}
@@ -281,12 +295,15 @@ def measure_session(client, session, tally: Tally) -> dict:
             query_text = query if isinstance(query, str) else json.dumps(query)
             name = tool.casefold()
             same = same_call_key(tool, query)
-            answer = client.check_finding(key, tool, query_text)
+            answer = client.check_finding(key, tool, query)
             if same not in made:
                 tally.first_time_checks += 1
                 if answer["known"]:
                     tally.false_known_first += 1
-                    tally.note("known before it was ever made", f"{tool} {query_text[:120]} → {answer['finding']['fact']}")
+                    tally.note(
+                        "known before it was ever made",
+                        f"{tool} {query_text[:120]} → {answer['finding']['fact']}",
+                    )
             path = path_of(query)
             if name in READ_TOOLS or (name == "str_replace_editor" and '"view"' in query_text):
                 if path in read_once and edited_since_read.get(path):
@@ -295,15 +312,27 @@ def measure_session(client, session, tally: Tally) -> dict:
                     tally.stale_known += bool(answer.get("known"))
                 read_once.add(path)
                 edited_since_read[path] = False
-            elif (name in EDIT_TOOLS or name == "str_replace_editor") and path and call.get("success") is not False:
+            elif (
+                (name in EDIT_TOOLS or name == "str_replace_editor")
+                and path
+                and call.get("success") is not False
+            ):
                 edited_since_read[path] = True
             made.add(same)
             calls_in_order.append({**call, "query": query_text})
-        body = {k: v for k, v in turn.items() if k in ("messages", "usage", "model", "timestamp", "tool_calls")}
+        body = {
+            k: v
+            for k, v in turn.items()
+            if k in ("messages", "usage", "model", "timestamp", "tool_calls")
+        }
         client.append_turn(key, **body)
 
     stored = Session.objects.get(agent__name="quality", key=key)
-    rows = list(ToolCall.objects.filter(session=stored).select_related("finding").order_by("turn__iteration", "id"))
+    rows = list(
+        ToolCall.objects.filter(session=stored)
+        .select_related("finding")
+        .order_by("turn__iteration", "id")
+    )
     last_of: dict[str, ToolCall] = {}
     for call, row in zip(calls_in_order, rows, strict=False):
         last_of[same_call_key(call["tool"], call["query"])] = row
@@ -315,12 +344,15 @@ def measure_session(client, session, tally: Tally) -> dict:
             check_search(tally, call, fact)
         elif row.kind == "shell" and name in SHELL_TOOLS:
             check_shell(tally, call, fact)
-    for same, row in last_of.items():
+    for row in last_of.values():
         tally.distinct_calls += 1
         finding = row.finding
         if finding is None or (finding.source == "extracted" and finding.fact != row.fact):
             tally.calls_without_finding += 1
-            tally.note("call without its own finding", f"{row.tool} {row.query[:100]} → {finding.fact if finding else None}")
+            tally.note(
+                "call without its own finding",
+                f"{row.tool} {row.query[:100]} → {finding.fact if finding else None}",
+            )
     for row in rows:
         lookalike_tool, lookalike_query = look_alike(row.tool, row.query)
         if same_call_key(lookalike_tool, lookalike_query) in made:
@@ -332,19 +364,13 @@ def measure_session(client, session, tally: Tally) -> dict:
     tally.sessions += 1
     items = ContextItem.objects.filter(session=stored).order_by("key")
     return {
-        item.key: {"value": item.value, "confidence": item.confidence, "evidence": len(item.evidence or [])}
+        item.key: {
+            "value": item.value,
+            "confidence": item.confidence,
+            "evidence": len(item.evidence or []),
+        }
         for item in items
     } | {"_findings": Finding.objects.filter(session=stored).count(), "_calls": len(rows)}
-
-
-def source_of(path: Path, roots: list[Path]) -> str:
-    for root in roots:
-        try:
-            relative = path.relative_to(root)
-        except ValueError:
-            continue
-        return relative.parts[0] if len(relative.parts) > 1 else root.name
-    return path.parent.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,14 +396,15 @@ def main(argv: list[str] | None = None) -> int:
         contexts: list[tuple[str, str, dict]] = []
         transport = httpx.WSGITransport(app=get_wsgi_application())
         with MemoryClient("http://localhost", raw_key, transport=transport) as client:
-            for root in roots:
-                for item in load_path(root):
-                    for session in item.sessions:
-                        if not session.turns:
-                            continue
-                        source = source_of(item.path, roots)
-                        context = measure_session(client, session, per_source[source])
-                        contexts.append((source, session.key, context))
+            for index, root in enumerate(roots):
+                for session in load_path(root):
+                    if not session.turns:
+                        continue
+                    source = str(session.metadata.get("format") or "other")
+                    if index:  # a folder given on the command line
+                        source = f"{root.name}/{source}"
+                    context = measure_session(client, session, per_source[source])
+                    contexts.append((source, session.key, context))
     report(per_source, contexts, expected, options.examples)
     return 0
 
@@ -390,7 +417,8 @@ def report(per_source: dict[str, Tally], contexts, expected: dict, examples: boo
     header = (
         "| source | sessions | reads naming definitions | searches with the right count | "
         "test runs keeping their summary | distinct calls without their own finding | "
-        "false known, first-time calls | false known, look-alikes | re-reads after an edit flagged stale |"
+        "false known, first-time calls | false known, look-alikes | "
+        "re-reads after an edit flagged stale |"
     )
     print(header)
     print("|" + "---|" * 9)
@@ -422,7 +450,8 @@ def report(per_source: dict[str, Tally], contexts, expected: dict, examples: boo
                 wrong += not ok
                 marks.append(f"{name} {'✓' if ok else '✗ (expected ' + repr(value) + ')'}")
             verdicts = " — " + ", ".join(marks)
-        print(f"- {source}/{key} [{context['_calls']} calls, {context['_findings']} findings]: {shown or '(none)'}{verdicts}")
+        size = f"{context['_calls']} calls, {context['_findings']} findings"
+        print(f"- {source}/{key} [{size}]: {shown or '(none)'}{verdicts}")
     if right + wrong:
         print(f"\nExpected working-context values right: {right} of {right + wrong}")
     if examples:

@@ -829,3 +829,35 @@ def test_subagent_messages_relayed_as_progress_stand_in_for_a_missing_log(tmp_pa
         "\n".join(_subagent_lines("c7d3d95c", "ab81802")[:3]) + "\n"
     )
     assert len(load_transcript(log)[1].turns) < len(expected.turns)
+
+
+@pytest.mark.parametrize(
+    "action,call",
+    [
+        ("open tests/missing_colon.py 10", ("open", "tests/missing_colon.py 10")),
+        ('find_file "numpy_handler.py"', ("find_file", '"numpy_handler.py"')),
+        ("python reproduce_bug.py", ("bash", "python reproduce_bug.py")),
+        ("rm reproduce_bug.py", ("bash", "rm reproduce_bug.py")),
+        ("pip install -e .", ("bash", "pip install -e .")),
+    ],
+)
+def test_swe_agent_actions_are_its_own_commands_or_shell_lines(action, call):
+    from agents.importers.openai import action_call
+
+    assert action_call(action) == call
+
+
+def test_output_sent_as_a_user_message_is_named_so_nobody_takes_it_for_the_person():
+    from agents.importers.openai import turns_from_messages
+
+    turns = turns_from_messages(
+        [
+            {"role": "user", "content": "Fix the bug in parser.py"},
+            {"role": "assistant", "content": "Let me look.", "action": "open parser.py"},
+            {"role": "user", "content": "[File: /repo/parser.py (3 lines total)]\n1:x = 1"},
+            {"role": "assistant", "content": "Now the tests.", "action": "pytest -q"},
+            {"role": "user", "content": "EXECUTION RESULT of [terminal]: 1 passed"},
+        ]
+    )
+    users = [m for t in turns for m in t["messages"] if m["role"] == "user"]
+    assert [m.get("name") for m in users] == [None, "observation", "observation"]

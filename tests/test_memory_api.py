@@ -472,3 +472,22 @@ def test_subtasks_drive_the_current_subtask(api, other_api):
     )
     assert api.delete(f"{url}/{first['id']}").status_code == 204
     assert api.delete(f"{url}/{first['id']}").status_code == 404
+
+
+def test_check_by_post_takes_the_call_s_own_arguments_however_long(
+    api, django_capture_on_commit_callbacks
+):
+    api.put(BASE + "/sessions/s1", {})
+    write = {"file_path": "/p/big.py", "content": "x = 1\n" * 5000}
+    url = BASE + "/sessions/s1/findings/check"
+    assert api.post(url, {"tool": "Write", "query": write}).json()["known"] is False
+    # The same call, recorded by extraction from a turn, is then known by either form.
+    created = "File created successfully at: /p/big.py"
+    call = {"tool": "Write", "query": write, "output": created}
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s1/turns", turn(("user", "go"), tool_calls=[call]))
+    assert api.post(url, {"tool": "Write", "query": write}).json()["known"] is True
+    assert api.post(url, {"tool": "Write", "query": json.dumps(write)}).json()["known"] is True
+    too_long = {"tool": "Write", "query": {"content": "x" * 300_000}}
+    assert api.post(url, too_long).status_code == 422
+    assert api.post(url, {"query": "a"}).status_code == 422

@@ -388,3 +388,48 @@ def test_dispatch_waits_for_the_outermost_commit(api, django_capture_on_commit_c
             assert ExtractionJob.objects.get().status == "queued"
     assert len(callbacks) == 1
     assert ExtractionJob.objects.get().finished_at is None
+
+
+@pytest.mark.django_db
+def test_a_tool_result_in_the_next_turn_is_not_extracted_a_second_time(
+    api, django_capture_on_commit_callbacks
+):
+    """Claude Code's layout: the call (with its structured details) is reported with the
+    turn that made it; its tool message arrives in the next turn's inputs."""
+    call = OUTPUTS["cc_edit_python"]
+    args = json.loads(call["query"])
+    assistant = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "toolu_1",
+                "type": "function",
+                "function": {"name": "Edit", "arguments": call["query"]},
+            }
+        ],
+    }
+    record = {
+        "tool": "Edit",
+        "query": args,
+        "output": call["output"],
+        "call_id": "toolu_1",
+        "details": call["details"],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s1/turns", {"messages": [assistant], "tool_calls": [record]})
+        api.post(
+            BASE + "/sessions/s1/turns",
+            {
+                "messages": [
+                    {"role": "tool", "tool_call_id": "toolu_1", "content": call["output"]},
+                    {"role": "assistant", "content": "Done."},
+                ]
+            },
+        )
+    finding = Finding.objects.get()
+    assert finding.fact.startswith("edited /tmp/tmpw6sk2trg/src/math_utils.py (+5/−0 lines)")
+    assert (
+        MemoryEvent.objects.filter(target_kind="finding").count() == 1
+    )  # added once, never rewritten
+    assert finding.message.seq == 1  # the assistant message that made the call

@@ -180,3 +180,53 @@ def test_the_current_task_is_the_latest_prompt_or_claimed_issue():
     current = decide(tally)["current_task"]
     assert current.value == "spotter-fum.3: Add transcript header component"
     assert current.evidence[-1]["what"] == "ran bd update spotter-fum.3 --status in_progress"
+
+
+@pytest.mark.parametrize(
+    "prompt,task",
+    [
+        # SWE-agent's framing (real text from its demonstration trajectories), then the issue.
+        (
+            "We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\nTimeDelta serialization precision\nHi there!",
+            "TimeDelta serialization precision",
+        ),
+        (
+            'We\'re currently solving the following CTF challenge. The CTF challenge is a crypto problem named "BabyEncryption".',
+            'The CTF challenge is a crypto problem named "BabyEncryption".',
+        ),
+        # OpenHands' resolver framing.
+        (
+            "Please fix the following issue for the repository in /workspace.\nAn environment has been set up for you to start working. You may assume all necessary tools are installed.\n\n# Problem Statement\nAdd a dark mode toggle",
+            "You may assume all necessary tools are installed.",
+        ),
+    ],
+)
+def test_the_task_skips_the_framing_agent_harnesses_add(prompt, task):
+    assert task_from_prompt(prompt) == task
+
+
+def test_framework_from_paths_and_source_when_no_manifest_was_read():
+    heex = '<div class="header"><%= @title %></div>'
+    live = "defmodule SpotterWeb.HeaderLive do\n  use SpotterWeb, :live_view\nend\n"
+    tally = observe_call(
+        None, 1, "Read", json.dumps({"file_path": "/app/lib/spotter_web/live/header_live.ex"}), live
+    )
+    assert "framework" not in decide(tally)  # one file is not enough
+    tally = observe_call(
+        tally,
+        2,
+        "Read",
+        json.dumps({"file_path": "/app/lib/spotter_web/components/header.html.heex"}),
+        heex,
+    )
+    assert decide(tally)["framework"].value == "Phoenix"
+
+
+def test_a_runner_named_for_tests_outweighs_a_wrapper_that_also_runs_them():
+    cargo = "running 3 tests\n\ntest result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out"
+    tally = observe_call(None, 1, "Bash", json.dumps({"command": "cargo test 2>&1"}), cargo)
+    tally = observe_call(tally, 2, "Bash", json.dumps({"command": "cargo llvm-cov --html"}), cargo)
+    tally = observe_call(
+        tally, 3, "Bash", json.dumps({"command": "cargo llvm-cov --fail-under-lines 100"}), cargo
+    )
+    assert decide(tally)["test_command"].value == "cargo test"

@@ -62,6 +62,31 @@ SPEAKERS = {
 }
 
 
+# SWE-agent's own commands (its tool bundles: files, search, edit, CTF); any other action
+# is a shell command line the agent ran.
+SWE_AGENT_COMMANDS = {
+    "open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "append",
+    "search_dir", "search_file", "find_file", "submit", "filemap", "str_replace_editor",
+    "view", "decompile", "disassemble", "debug_start", "debug_add_breakpoint",
+    "debug_continue", "debug_step", "debug_exec", "debug_stop", "connect_start",
+    "connect_sendline", "connect_exec", "connect_stop", "exit_forfeit", "exit_cost",
+}  # fmt: skip
+
+
+_EXECUTION_RESULT = re.compile(r"^\s*(?:EXECUTION RESULT of \[|OBSERVATION:|Observation:)")
+
+
+def action_call(action: str) -> tuple[str, str]:
+    """(tool, query) of a SWE-agent action: its own commands keep their name and the rest
+    of the line (`open path 10` is `open`, `path 10`); a shell command line is `bash` with
+    the whole line as its command."""
+    command = action.strip()
+    tool, _, rest = command.partition(" ")
+    if tool in SWE_AGENT_COMMANDS:
+        return tool, rest.strip()
+    return "bash", command
+
+
 def _normalize_call(call: dict[str, Any], position: int, index: int) -> dict[str, Any] | None:
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name")
@@ -119,8 +144,7 @@ def turns_from_messages(
             awaiting = None
             action = raw.get("action")
             if not normalized and isinstance(action, str) and action.strip():
-                tool, _, rest = action.strip().partition(" ")
-                awaiting = tool_record(tool, rest.strip())
+                awaiting = tool_record(*action_call(action))
                 records.append(awaiting)
             builder.add_model_call(message, calls=records, model=model)
             continue
@@ -141,6 +165,10 @@ def turns_from_messages(
         name = raw.get("name")
         if name and role in ("tool", "user"):
             message["name"] = str(name)
+        elif role == "user" and (awaiting is not None or _EXECUTION_RESULT.match(content)):
+            # What a command printed, sent as a user message: named so that nobody reads it
+            # as the person's words (a task, an instruction).
+            message["name"] = "observation"
         builder.add_input(message)
         if awaiting is not None:
             builder.set_result(awaiting, content)

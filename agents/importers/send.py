@@ -124,8 +124,9 @@ def _grown_tail(
 
 
 def send(client: MemoryClient, session: ImportedSession) -> SendResult:
-    """Append the session's turns the server does not have yet, then write its goal (when
-    the server has none) and metadata (when they changed)."""
+    """Write the session's goal (when the server has none) and metadata first, so that
+    extraction knows the session's working directory while the turns arrive; append the
+    turns the server does not have yet; then record how far the import got."""
     result = SendResult(key=session.key, problems=list(session.problems))
     turns = session.turns
     if not turns:
@@ -138,6 +139,18 @@ def send(client: MemoryClient, session: ImportedSession) -> SendResult:
         current = None
     done, state = _stored(current, turns)
     result.skipped = done
+
+    old_metadata = (current or {}).get("metadata") or {}
+    metadata = {**old_metadata, **session.metadata}
+    changes: dict[str, Any] = {}
+    if session.goal and not (current or {}).get("goal"):
+        changes["goal"] = session.goal
+    if metadata != old_metadata:
+        changes["metadata"] = metadata
+    if changes:
+        client.put_session(session.key, **changes)
+        result.updated = True
+
     if state is not None:
         grown = _grown_tail(turns, done, state, result.problems)
         if grown is not None:
@@ -147,15 +160,9 @@ def send(client: MemoryClient, session: ImportedSession) -> SendResult:
         _append(client, session.key, index, turns[index])
         result.sent += 1
 
-    old_metadata = (current or {}).get("metadata") or {}
-    metadata = {**old_metadata, **session.metadata, IMPORT_STATE: _state(turns)}
-    changes: dict[str, Any] = {}
-    if session.goal and not (current or {}).get("goal"):
-        changes["goal"] = session.goal
-    if metadata != old_metadata:
-        changes["metadata"] = metadata
-    if changes:
-        client.put_session(session.key, **changes)
+    record = _state(turns)
+    if metadata.get(IMPORT_STATE) != record:
+        client.put_session(session.key, metadata={**metadata, IMPORT_STATE: record})
         result.updated = True
     return result
 

@@ -3,6 +3,7 @@ memories, memory tools, search. Thin views over memoryapp.core."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from django.db import transaction
@@ -11,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import Field, StrictBool, ValidationError
+from pydantic import Field, StrictBool, ValidationError, field_validator
 
 from agents import tools as memory_tools
 from memoryapp.api.schemas import check_session_key
@@ -216,16 +217,24 @@ def post_finding(request: HttpRequest, key: str, payload: FindingIn):
     return Status(201 if created else 200, {"created": created, "finding": finding_dict(finding)})
 
 
-@router.get("/sessions/{key}/findings/check", tags=["findings"])
-def check_finding(
-    request: HttpRequest,
-    key: str,
-    tool: str = Query(..., min_length=1, max_length=200),
-    query: str = Query("", max_length=MAX_FACT_CHARS),
-):
-    """Is this already known? Lets an agent skip a redundant tool call. `query` is the
-    call's text or its JSON arguments. A read of a file edited since is `stale`, not
-    known; a session that does not exist yet knows nothing (200, not 404)."""
+MAX_CHECK_ARGUMENTS_CHARS = 256 * 1024
+
+
+class FindingCheckIn(Schema):
+    tool: Annotated[str, Field(min_length=1, max_length=200)]
+    # The call's text, or the tool's own arguments (an edit's or a write's can be large).
+    query: str | dict[str, Any] = ""
+
+    @field_validator("query")
+    @classmethod
+    def _bounded(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        size = len(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        if size > MAX_CHECK_ARGUMENTS_CHARS:
+            raise ValueError(f"query has {size} characters; at most {MAX_CHECK_ARGUMENTS_CHARS}")
+        return value
+
+
+def _check(request: HttpRequest, key: str, tool: str, query: str) -> dict:
     try:
         key = check_session_key(key)
     except ValueError as exc:
@@ -238,6 +247,30 @@ def check_finding(
         "stale": stale,
         "finding": finding_dict(finding, stale) if finding else None,
     }
+
+
+@router.get("/sessions/{key}/findings/check", tags=["findings"])
+def check_finding(
+    request: HttpRequest,
+    key: str,
+    tool: str = Query(..., min_length=1, max_length=200),
+    query: str = Query("", max_length=MAX_FACT_CHARS),
+):
+    """Is this already known? Lets an agent skip a redundant tool call. `query` is the
+    call's text or its JSON arguments. A read of a file edited since is `stale`, not
+    known; a session that does not exist yet knows nothing (200, not 404). For arguments
+    too long for a URL, POST the same question."""
+    return _check(request, key, tool, query)
+
+
+@router.post("/sessions/{key}/findings/check", tags=["findings"])
+def check_finding_post(request: HttpRequest, key: str, payload: FindingCheckIn):
+    """The same question as `GET …/findings/check`, with the call in the body:
+    `{"tool": "Edit", "query": {"file_path": …, "old_string": …, "new_string": …}}`.
+    Asking changes nothing."""
+    query = payload.query
+    text = query if isinstance(query, str) else json.dumps(query, ensure_ascii=False)
+    return _check(request, key, payload.tool, text)
 
 
 # --- long-term memories ----------------------------------------------------------------

@@ -339,6 +339,8 @@ class ToolCall(models.Model):
         indexes = [
             # Tool calls of a session, newest first (dashboard, recent tools).
             models.Index(fields=["session", "-id"], name="toolcall_session_newest"),
+            # Extraction: is a tool message's call one the agent reported with the turn?
+            models.Index(fields=["session", "call_id"], name="toolcall_session_call"),
         ]
 
     def __str__(self) -> str:

@@ -85,6 +85,16 @@ def _tool_results_from_messages(turn, messages: list[Message]) -> list[tuple]:
     tool_messages = [m for m in messages if m.role == Message.Role.TOOL and m.tool_call_id]
     if not tool_messages:
         return []
+    # Calls the agent also reported as turn-level tool calls were extracted from those,
+    # with their structured details: never a second time from the message.
+    reported = set(
+        ToolCall.objects.filter(
+            session=turn.session, call_id__in={m.tool_call_id for m in tool_messages}
+        ).values_list("call_id", flat=True)
+    )
+    tool_messages = [m for m in tool_messages if m.tool_call_id not in reported]
+    if not tool_messages:
+        return []
     # The calls were made by an assistant message of this turn or one of the last turns.
     calls = {}
     assistants = (
@@ -182,13 +192,17 @@ def run_extraction(job_id: int) -> str:
                     command=kinds.command_of(data.args, data.query)
                     if extracted.kind in (kinds.SHELL, kinds.BOOKKEEPING)
                     else "",
-                    output=data.output[:4000],
+                    output=data.output[:20000],
                     cwd=cwd,
                 )
             if calls:
                 ToolCall.objects.bulk_update(calls, ["kind", "fact", "fact_success", "finding"])
 
             for message in messages:
+                # A named user message is a tool's output relayed as one (SWE-agent's
+                # observations, aider's command output), not what the person said.
+                if message.role == Message.Role.USER and message.name:
+                    continue
                 if message.role in (Message.Role.USER, Message.Role.ASSISTANT):
                     observations += context.observations_for_message(
                         message.role, message.content, first_prompt=turn.iteration == 1

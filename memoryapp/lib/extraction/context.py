@@ -148,6 +148,36 @@ COMMAND_FRAMEWORKS = [
     (re.compile(r"^flask\b"), "Flask"),
     (re.compile(r"^uvicorn\b.*:app"), "FastAPI"),
 ]
+# Paths and source text that show a framework (each file counts once, weakly).
+PATH_FRAMEWORKS = [  # fmt: skip
+    (re.compile(r"(?:^|/)lib/\w+_web/|\.heex$|(?:^|/)\w+_web/router\.ex$"), "Phoenix"),
+    (re.compile(r"(?:^|/)manage\.py$|/migrations/\d{4}_\w+\.py$"), "Django"),
+    (re.compile(r"(?:^|/)app/(?:controllers|models)/\w+\.rb$|(?:^|/)config/routes\.rb$"), "Rails"),
+    (
+        re.compile(r"(?:^|/)next\.config\.(?:js|mjs|ts)$|(?:^|/)app/(?:.*/)?page\.[jt]sx$"),
+        "Next.js",
+    ),
+    (re.compile(r"\.vue$"), "Vue"),
+    (re.compile(r"\.svelte$"), "Svelte"),
+]
+CONTENT_FRAMEWORKS = [
+    (re.compile(r"\buse Phoenix\.|\buse \w+Web, :(?:live_view|controller|router|html|"
+                r"live_component)"), "Phoenix"),
+    (re.compile(r"^\s*(?:from django\b|import django\b)", re.M), "Django"),
+    (re.compile(r"^\s*(?:from flask import|import flask\b)", re.M), "Flask"),
+    (re.compile(r"^\s*from fastapi import", re.M), "FastAPI"),
+    (re.compile(r"from ['\"]next/"), "Next.js"),
+    (re.compile(r"from ['\"]react['\"]|require\(['\"]react['\"]\)"), "React"),
+    (re.compile(r"from ['\"]vue['\"]"), "Vue"),
+    (re.compile(r"< (?:ApplicationController|ApplicationRecord|ActiveRecord::Base)\b"), "Rails"),
+    (re.compile(r"^\s*use axum::|axum::Router", re.M), "Axum"),
+    (re.compile(r"\bactix_web::"), "Actix Web"),
+    (re.compile(r"\"github\.com/gin-gonic/gin\""), "Gin"),
+    (re.compile(r"@SpringBootApplication|\borg\.springframework\."), "Spring"),
+]  # fmt: skip
+# Runners whose name says they run tests weigh more than wrappers that also do (`just
+# check`, `cargo llvm-cov`, `make ci`) when deciding the test command.
+_TEST_RUNNER = re.compile(r"\btest\b|pytest|jest|vitest|rspec|phpunit|mocha|unittest|ctest")
 _NOISE_PATH = re.compile(
     r"(?:^|/)(?:\.git|node_modules|_build|deps|target|__pycache__|\.venv|venv|dist|\.cache|"
     r"\.claude|\.idea|\.vscode|\.pytest_cache|\.elixir_ls|coverage|tmp)/"
@@ -234,6 +264,17 @@ def same_runner(command: str) -> str:
     return _RUNNER_WRAPPERS.sub("", base_test_command(command))
 
 
+# Framing that agent harnesses put before the task itself (SWE-agent, OpenHands' resolver).
+_BOILERPLATE = re.compile(
+    r"^(?:We'?re currently solving the following (?:issue|CTF challenge)[^.]*\.?|"
+    r"Here'?s the (?:issue|challenge) text:?|ISSUE:|CTF:?|Please fix the following issue"
+    r"(?: for the repository in \S+?)?[.:]?|(?:An )?[Ee]nvironment has been set up for you"
+    r"[^.]*\.|I'?ve uploaded [^.]*\.|"
+    r"Consider the following (?:issue|PR description):?|Your task is(?: to)?:?|Task:)\s*",
+    re.IGNORECASE,
+)
+
+
 def task_from_prompt(text: str) -> str:
     """The task a user prompt gives, on one line; '' for acknowledgements and meta
     messages (hook feedback, interruptions, command output)."""
@@ -246,6 +287,13 @@ def task_from_prompt(text: str) -> str:
     plain = " ".join(_TAG.sub(" ", text).split())
     if not plain or plain.casefold().strip(".!") in _ACKS or len(plain.split()) < 3:
         return ""
+    for line in _TAG.sub("\n", text).splitlines():
+        line = line.strip().lstrip("#*> ").strip()
+        while line and (match := _BOILERPLATE.match(line)) and match.end():
+            line = line[match.end() :]
+        if len(line.split()) >= 2:
+            first = sentences(line)
+            return one_line(first[0] if first else line, 160)
     first = sentences(plain)
     return one_line(first[0] if first else plain, 160)
 
@@ -273,6 +321,13 @@ def observations_for_call(
             )  # fmt: skip
         if kind == EDIT and not _NOISE_PATH.search(shown) and not shown.startswith("/tmp/"):
             found.append(Observation("active_file", shown, 1.0, f"{verb} {shown}", rank=2))
+        hints = {name for pattern, name in PATH_FRAMEWORKS if pattern.search(file_path)}
+        if kind == READ and output:
+            hints |= {name for pattern, name in CONTENT_FRAMEWORKS if pattern.search(output)}
+        for framework in sorted(hints):
+            found.append(
+                Observation("framework", framework, 1.0, f"{verb} {shown}", unique=file_path)
+            )
     manifest = details.get("manifest") if kind == READ else None
     if isinstance(manifest, dict):
         name = file_path.rsplit("/", 1)[-1]
@@ -306,7 +361,8 @@ def _command_observations(kind: str, command: str, details: dict, output: str) -
         base = base_test_command(command)
         result = tests[0].get("summary", "")
         if base:
-            found.append(Observation("test_command", base, 3.0, f"ran {short}: {result}"))
+            weight = 3.0 if _TEST_RUNNER.search(base) else 1.0
+            found.append(Observation("test_command", base, weight, f"ran {short}: {result}"))
     if language := PROGRAM_LANGUAGES.get(program):
         found.append(Observation("primary_language", language, 0.5, f"ran {short}", unique=short))
     joined = " ".join(words)
@@ -412,7 +468,8 @@ def decide(evidence: dict | None) -> dict[str, Decision]:
         # A project has one language and one test command but may use several frameworks
         # (Phoenix with LiveView and Ecto): there the others are no evidence against it.
         share = 1.0 if key == "framework" else (entry["w"] / total if total else 0.0)
-        confidence = round(min(0.95, share * (1 - 0.5 ** (entry["w"] / 2))), 2)
+        # More evidence, more confidence; rivals (another language, another runner) less.
+        confidence = round(min(0.95, (0.5 + 0.5 * share) * (1 - 0.5 ** (entry["w"] / 2))), 2)
         if confidence >= MIN_CONFIDENCE:
             decided[key] = Decision(value, confidence, entry["refs"])
     for key, entry in (evidence.get("latest") or {}).items():
