@@ -52,7 +52,8 @@ SHELL_TOOLS = {"bash", "execute_bash", "terminal", "shell", "run_command"}
 NUMBERED = (re.compile(r"^ *(\d+)→"), re.compile(r"^ *(\d+)\t"), re.compile(r"^(\d+):"))
 TEST_SUMMARY = re.compile(
     r"(\d+) failed, (\d+) passed|(\d+) passed(?:, \d+ \w+)* in [\d.]+s"
-    r"|(\d+) tests?, (\d+) failures?|test result: \w+\. (\d+) passed; (\d+) failed|Tests:\s+(?:(\d+) failed, )?(\d+) passed"
+    r"|(\d+) tests?, (\d+) failures?|test result: \w+\. (\d+) passed; (\d+) failed"
+    r"|Tests:\s+(?:(\d+) failed, )?(\d+) passed"
     r"|(\d+) examples?, (\d+) failures?|Ran (\d+) tests? in"
 )
 
