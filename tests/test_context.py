@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session, Subtask
+from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from tests.conftest import turn
 
@@ -176,6 +177,19 @@ def test_summary_of_pruned_history_is_stored_and_returned(api, agent):
     history = api.get(BASE + "/sessions/s1/history").json()
     assert history["summary"]["covers_through_seq"] == 8
     assert history["pruned_count"] == 8
+
+
+def test_a_tight_system_budget_keeps_the_summary_s_first_lines(api, agent):
+    """The summary lists what matters most first (the task); a small budget cuts its end."""
+    agent.max_messages = 4
+    agent.save()
+    fill(agent, "s1", 6)
+    full = api.get(BASE + "/sessions/s1/context").json()["summary"]["text"].splitlines()
+    assert len(full) >= 2
+    tight = api.get(BASE + "/sessions/s1/context", {"token_budget": 600}).json()["prompt"]
+    earlier = tight.split("## Earlier Conversation\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert earlier == [fmt.escape_markdown(line) for line in full[: len(earlier)]]
+    assert 1 <= len(earlier) < len(full)
 
 
 class _FakeCompletions(BaseHTTPRequestHandler):

@@ -299,6 +299,10 @@ def test_git_digests():
         "`git status` ok: on master: 2 modified (src/math_utils.py, tests/test_math_utils.py); "
         "3 untracked"
     )
+    # a here-document's body (the commit message) is left out of the command shown
+    assert real("cc_git_commit").fact.startswith(
+        '`git add src/math_utils.py tests/test_math_utils.py && git commit -m "$(cat <<EOF … EOF )"` ok:'
+    )
     assert real("cc_git_commit").fact.endswith(
         "ok: [master 6322cf4] Add multiply_numbers function with test; "
         "2 files changed, 13 insertions(+), 1 deletion(-)"
@@ -479,7 +483,7 @@ def test_web_fetch_keeps_url_and_first_substance():
 
 def test_todo_lists_are_bookkeeping_with_the_item_in_progress():
     finding = real("cc_todo")
-    assert finding.kind == "bookkeeping"
+    assert finding.kind == "bookkeeping" and finding.query == "todo list of 10"
     assert (
         finding.fact
         == "10 todos: 1 in progress, 9 pending; now: Initialize Rust library project structure"

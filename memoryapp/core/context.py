@@ -30,6 +30,7 @@ from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.extraction import kinds
+from memoryapp.lib.extraction.context import relative
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
@@ -94,9 +95,10 @@ def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionSta
         if item.key in ("active_file", "active_files"):
             values = item.value if isinstance(item.value, list) else [item.value]
             files.extend(str(v) for v in values if v)
+    cwd = str((session.metadata or {}).get("cwd") or "")
     for _, path in calls:
         if path:
-            files.append(path)
+            files.append(relative(path, cwd))
     tools: list[str] = []
     for tool, _ in calls:
         if tool not in tools:
@@ -312,7 +314,7 @@ def assemble_context(
             system_text, system_tokens = candidate, cost
             break
         if summary_lines:
-            summary_lines.pop(0)  # the oldest summary lines go first
+            summary_lines.pop()  # the summary lists what matters most first: cut its end
         elif state_text:
             state_text = "\n".join(state_text.splitlines()[:-1])
             if state_text.count("\n") == 0:

@@ -137,12 +137,20 @@ def finding_line(item: FindingItem) -> str:
     return f"- {escape_markdown(item.tool)}{query}: {fact}{notes}"
 
 
+GOAL_CHARS = 400
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
 def state_section(state: SessionState | None) -> str:
     if state is None or state.is_empty():
         return ""
     lines = ["## Session State"]
     if state.goal:
-        lines.append(f"- **Goal**: {escape_markdown(state.goal)}")
+        lines.append(f"- **Goal**: {escape_markdown(one_line(state.goal, GOAL_CHARS))}")
     if state.subtask:
         status = f" ({escape_markdown(state.subtask_status)})" if state.subtask_status else ""
         lines.append(f"- **Current subtask**: {escape_markdown(state.subtask)}{status}")

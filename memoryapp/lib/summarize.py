@@ -148,7 +148,7 @@ def _said(state: dict, event: Said) -> None:
         task = task_from_prompt(event.text)
         if task and not state["task"]:
             state["task"] = task
-        elif task and task != state["task"]:
+        elif task and task.rstrip(".") not in state["task"]:
             _push(state["instructions"], f"{task} (message {event.seq})", NOTES_KEPT)
         return
     if event.role != "assistant":
@@ -209,6 +209,7 @@ def _command(state: dict, event: Did) -> None:
         "fact": event.fact,
         "ok": event.success,
         "tests": bool(tests),
+        "bookkeeping": event.kind == kinds.BOOKKEEPING,
     }
     state["commands"] = [c for c in state["commands"] if c["command"] != entry["command"]]
     state["commands"] = (state["commands"] + [entry])[-COMMANDS_KEPT:]
@@ -267,7 +268,9 @@ def render(state: dict | None) -> list[str]:
     commands = [
         c
         for c in state["commands"][::-1]
-        if not c.get("tests") and not c.get("fact", "").startswith("`git")
+        if not c.get("tests")
+        and not c.get("bookkeeping")
+        and not c.get("fact", "").startswith("`git")
     ]
     for command in commands[:4]:
         lines.append(f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}")

@@ -237,4 +237,7 @@ def call_key(kind: str, tool: str, query: str | dict | None) -> CallKey:
     if kind == kinds.BOOKKEEPING and kinds.normalize_tool(tool) in kinds.TOOL_KINDS:
         if kinds.TOOL_KINDS[kinds.normalize_tool(tool)] == kinds.SHELL:
             return _shell_key(tool, args, text)
+    if kind == kinds.BOOKKEEPING and args and isinstance(args.get("todos"), list):
+        key = _other_key(tool, args, text)
+        return CallKey(key.key, f"todo list of {len(args['todos'])}")
     return _KEYS.get(kind, _other_key)(tool, args, text)

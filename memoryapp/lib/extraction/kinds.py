@@ -137,6 +137,11 @@ def _mcp_parts(name: str) -> tuple[str, str] | None:
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\b[^\n]*", re.DOTALL)
 
 
+def compact_command(command: str) -> str:
+    """The command as a person would cite it: a here-document's body left out."""
+    return _HEREDOC.sub("<<EOF … EOF", command)
+
+
 def shell_words(command: str) -> list[str]:
     """The words of the command that does the work, the last of a chain: `cd x && rg foo`
     → ['rg', 'foo']; environment assignments and `sudo`/`time`/`timeout N` prefixes are

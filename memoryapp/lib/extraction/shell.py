@@ -431,7 +431,7 @@ def extract(call: ToolCallData) -> Fact:
     status = exit_status(call)
     words = kinds.shell_words(command)
     program = kinds.shell_program(command)
-    details: dict = {"command": command}
+    details: dict = {"command": command[:1000]}
     if status is not None:
         details["exit"] = status
 
@@ -477,5 +477,5 @@ def extract(call: ToolCallData) -> Fact:
         body = "no output"
     else:
         body = tail_line(" / ".join(last_lines(text, 3)), TAIL_LIMIT)
-    fact = f"`{one_line(command, COMMAND_LIMIT)}` {status_text}: {body}"
+    fact = f"`{one_line(kinds.compact_command(command), COMMAND_LIMIT)}` {status_text}: {body}"
     return Fact(fact, ok, call.file_path, details)
