@@ -234,8 +234,9 @@ def test_fifty_xss_payloads_everywhere_run_no_script(page, live_server, in_proce
     session.goal = PAYLOADS[1]
     session.save()
     for i, payload in enumerate(PAYLOADS):
+        # Extraction already holds a finding for each payload call: these are other calls.
         Finding.objects.create(
-            session=session, tool=payload[:200], query=payload, fact=payload, step=1
+            session=session, tool=payload[:200], query=f"{payload} #{i}", fact=payload, step=1
         )
         ContextItem.objects.create(session=session, key=f"{i}{payload}"[:200], value=payload)
         Memory.objects.create(agent=agent, content=payload, confidence=0.9)
