@@ -65,6 +65,21 @@ def keep_connection_open(monkeypatch):
 
 
 @pytest.fixture
+def in_process_tasks():
+    """Tasks (extraction, cleanup) run in this process whatever REDIS_URL says: these tests
+    have no worker. The integration tests use a real one."""
+    from memoryapp import celery_app
+    from memoryapp.core import workers
+
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    workers.reset_broker_backoff()
+    yield
+    celery_app.conf.task_always_eager = previous
+    workers.reset_broker_backoff()
+
+
+@pytest.fixture
 def agent(db) -> Agent:
     return Agent.objects.create(name="coder")
 

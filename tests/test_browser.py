@@ -16,7 +16,6 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from memoryapp import celery_app
 from memoryapp.core.models import (
     Agent,
     ApiKey,
@@ -69,14 +68,6 @@ def browser():
             browser.close()
     finally:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-
-
-@pytest.fixture
-def in_process_tasks():
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
 
 
 class Watched:

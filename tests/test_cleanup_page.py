@@ -6,7 +6,6 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memoryapp import celery_app
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, CleanupRun, Memory, Session
 from tests.conftest import logged_in_member
@@ -16,12 +15,8 @@ HX = {"HX-Request": "true"}
 
 
 @pytest.fixture(autouse=True)
-def in_process_tasks():
-    """The task runs in this process whatever REDIS_URL says (no worker here)."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
+def _tasks_in_process(in_process_tasks):
+    """The cleanup task runs in this process (tests/conftest.py)."""
 
 
 @pytest.fixture

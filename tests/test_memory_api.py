@@ -475,7 +475,7 @@ def test_subtasks_drive_the_current_subtask(api, other_api):
 
 
 def test_check_by_post_takes_the_call_s_own_arguments_however_long(
-    api, django_capture_on_commit_callbacks
+    api, django_capture_on_commit_callbacks, in_process_tasks
 ):
     api.put(BASE + "/sessions/s1", {})
     write = {"file_path": "/p/big.py", "content": "x = 1\n" * 5000}

@@ -102,11 +102,11 @@ def test_findings_and_context_appear_after_an_append(worker):
     wait_for(lambda: ExtractionJob.objects.filter(status="done").exists(), worker)
     finding = Finding.objects.get()
     assert finding.fact.startswith(
-        "3 matches in 3 files: /pydicom__pydicom/pydicom/overlays/numpy_handler.py"
+        "3 files under /pydicom__pydicom/pydicom: overlays/numpy_handler.py"
     )
     assert finding.source == "extracted"
     item = ContextItem.objects.get()
-    assert (item.key, item.value) == ("active_file", "pydicom/pixel_data_handlers/numpy_handler.py")
+    assert (item.key, item.value) == ("current_task", "Where is the numpy handler?")
     assert "extract_turn" in worker.read_text()
 
 

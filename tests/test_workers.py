@@ -38,15 +38,9 @@ OUTPUTS = json.load(open("tests/fixtures/tool_outputs.json"))
 
 
 @pytest.fixture(autouse=True)
-def in_process_tasks():
-    """Unit tests run tasks in-process whatever REDIS_URL says; the integration tests
-    use a real worker."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    workers.reset_broker_backoff()
-    yield
-    celery_app.conf.task_always_eager = previous
-    workers.reset_broker_backoff()
+def _tasks_in_process(in_process_tasks):
+    """Unit tests run tasks in-process (tests/conftest.py); the integration tests use a
+    real worker."""
 
 
 def real_turn():
@@ -234,7 +228,7 @@ def make_session(agent, key, *, expired, messages=4):
     session = Session.objects.get(agent=agent, key=key)
     with transaction.atomic():
         ContextItem.put(session, "k", "v", source="explicit", confidence=1, actor="t")
-    Finding.record(session, tool="grep", query=key, fact="f", actor="t")
+        Finding.record(session, tool="grep", query=key, fact="f", actor="t")
     first = Subtask.objects.create(session=session, title="a")
     Subtask.objects.create(session=session, title="b").dependencies.add(first)
     Memory.objects.create(agent=agent, session=session, content=f"learned in {key}")
