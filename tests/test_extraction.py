@@ -97,16 +97,22 @@ def key(tool, query):
         (("Bash", '{"command": "mix test", "timeout": 120000}'), ("Bash", "mix test")),
         (("Grep", '{"pattern": "TODO"}'), ("Grep", "TODO")),
         (("Grep", '{"pattern": "x", "-n": true, "-C": 3}'), ("Grep", '{"pattern": "x"}')),
-        (
-            ("WebFetch", '{"url": "https://HEX.pm/packages/ecto#x", "prompt": "v"}'),
-            ("WebFetch", "https://hex.pm/packages/ecto"),
-        ),
+        (("WebFetch", '{"url": "https://HEX.pm/packages/ecto#x"}'), ("WebFetch", "https://hex.pm/packages/ecto")),
+        (("WebFetch", '{"url": "https://hex.pm/x", "prompt": "Latest  version?"}'), ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}')),
         (("lookup", '{"q": "Paris"}'), ("lookup", "Paris")),
         (("lookup", '{"b": 1, "a": 2}'), ("lookup", '{"a": 2, "b": 1}')),
     ],
 )
 def test_both_forms_of_one_call_are_the_same_call(a, b):
     assert key(*a) == key(*b)
+
+
+def test_relative_paths_are_taken_from_the_session_s_directory():
+    read = kind_of("Read", "x")
+    assert call_key(read, "Read", "lib/x.ex", "/app").key == call_key(read, "Read", '{"file_path": "/app/lib/x.ex"}', "/app").key
+    assert call_key(read, "Read", "lib/x.ex").key != call_key(read, "Read", "/app/lib/x.ex").key
+    grep = kind_of("Grep", "{}")
+    assert call_key(grep, "Grep", '{"pattern": "x", "path": "lib"}', "/app").key == call_key(grep, "Grep", '{"pattern": "x", "path": "/app/lib/"}', "/app").key
 
 
 @pytest.mark.parametrize(
@@ -132,6 +138,7 @@ def test_both_forms_of_one_call_are_the_same_call(a, b):
         ),
         (("lookup", '{"q": "Paris"}'), ("lookup", '{"q": "Lyon"}')),
         (("lookup", "x"), ("other_tool", "x")),
+        (("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}'), ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "what licence?"}')),
     ],
 )
 def test_different_calls_never_share_an_identity(a, b):
@@ -297,7 +304,7 @@ def test_a_shell_find_is_summarised_like_a_search():
 def test_git_digests():
     assert real("cc_git_status_dirty").fact == (
         "`git status` ok: on master: 2 modified (src/math_utils.py, tests/test_math_utils.py); "
-        "3 untracked"
+        "3 untracked (.coverage, src/__pycache__/, tests/__pycache__/)"
     )
     # a here-document's body (the commit message) is left out of the command shown
     assert real("cc_git_commit").fact.startswith(
@@ -506,7 +513,7 @@ def test_json_api_outputs_are_unwrapped_and_summarised():
         }
     )
     finding = finding_from_tool("search_hotels_for_booking", '{"city": "Paris"}', output)
-    assert finding.fact == "2 items; first: name=Hotel Lux, type=hotel, price=120"
+    assert finding.fact == "2 items: Hotel Lux (price 120), Inn (price 80)"
     error = json.dumps({"error": "Message error...", "response": ""})
     failed = finding_from_tool("search_hotels_for_booking", '{"city": "Paris"}', error)
     assert (failed.fact, failed.success) == ("error: Message error...", False)

@@ -30,7 +30,7 @@ from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.context import relative
+from memoryapp.lib.extraction.context import relative, written_after
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
@@ -177,10 +177,13 @@ def stale_reads(session: Session, findings: list[Finding]) -> set[int]:
         return set()
     edits: dict[str, list[tuple]] = {}
     for path, step, updated in Finding.objects.filter(
-        session=session, kind=kinds.EDIT, file_path__in={f.file_path for f in reads}
+        session=session,
+        kind=kinds.EDIT,
+        success=True,
+        file_path__in={f.file_path for f in reads},
     ).values_list("file_path", "step", "updated_at"):
         edits.setdefault(path, []).append((step, updated))
-    stale = set()
+    stale = {r.id for r in reads if written_after(session.evidence, r.file_path, r.step)}
     for read in reads:
         for step, updated in edits.get(read.file_path, []):
             if read.step is not None and step is not None:

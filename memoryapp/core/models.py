@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memoryapp.lib import extraction
+from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
 from memoryapp.lib.matching import queries_match
 from memoryapp.lib.tokens import DEFAULT_ENCODING
@@ -185,6 +186,12 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent}/{self.key}"
+
+    @property
+    def cwd(self) -> str:
+        """The working directory the agent's tools ran in, when its metadata says."""
+        value = (self.metadata or {}).get("cwd") if isinstance(self.metadata, dict) else None
+        return value if isinstance(value, str) else ""
 
     def effective_ttl(self) -> int:
         return self.ttl_seconds if self.ttl_seconds is not None else self.agent.ttl_seconds
@@ -420,7 +427,7 @@ class Finding(models.Model):
     def save(self, *args, **kwargs) -> None:
         # A finding made without extraction (a test, the admin) still gets its identity.
         if not self.identity:
-            self.kind, key = self.key_for(self.tool, self.query)
+            self.kind, key = self.key_for(self.tool, self.query, self.session.cwd)
             self.identity = key.digest
             self.file_path = self.file_path or key.path
         super().save(*args, **kwargs)
@@ -431,16 +438,17 @@ class Finding(models.Model):
         return {name: getattr(self, name) for name in self.EDITABLE}
 
     @staticmethod
-    def key_for(tool: str, query: str) -> tuple[str, CallKey]:
-        """(kind, identity) of `tool(query)`; the query may be text or JSON arguments."""
+    def key_for(tool: str, query: str, cwd: str = "") -> tuple[str, CallKey]:
+        """(kind, identity) of `tool(query)`; the query may be text or JSON arguments, and
+        relative paths are taken from `cwd`, the session's working directory."""
         kind = extraction.kind_of(tool, query)
-        return kind, extraction.call_key(kind, tool, query)
+        return kind, extraction.call_key(kind, tool, query, cwd)
 
     @classmethod
     def known(cls, session: Session, tool: str, query: str) -> Finding | None:
         """The stored finding that answers `tool(query)`, if any: the same call exactly,
         or for natural-language retrieval a near-duplicate question."""
-        kind, key = cls.key_for(tool, query)
+        kind, key = cls.key_for(tool, query, session.cwd)
         found = cls.objects.filter(session=session, identity=key.digest).first()
         if found is not None or kind != extraction.kinds.RAG:
             return found
@@ -452,11 +460,17 @@ class Finding(models.Model):
         return None
 
     def is_stale(self) -> bool:
-        """A read is stale when its file was edited or written after it was read."""
+        """A read is stale when its file was edited or written after it was read: by an
+        edit that succeeded, or by a shell command (`sed -i`, a formatter, a checkout)."""
         if self.kind != extraction.kinds.READ or not self.file_path:
             return False
+        if written_after(self.session.evidence, self.file_path, self.step):
+            return True
         edits = Finding.objects.filter(
-            session_id=self.session_id, kind=extraction.kinds.EDIT, file_path=self.file_path
+            session_id=self.session_id,
+            kind=extraction.kinds.EDIT,
+            file_path=self.file_path,
+            success=True,
         )
         if self.step is not None:
             later = Q(step__gt=self.step) | Q(step=self.step, updated_at__gt=self.updated_at)
@@ -490,7 +504,7 @@ class Finding(models.Model):
         without them they are computed from `tool` and `query`. Call inside a
         transaction."""
         if kind is None or identity is None:
-            kind, key = cls.key_for(tool, query)
+            kind, key = cls.key_for(tool, query, session.cwd)
             identity, shown = key.key, key.display
             file_path = file_path or key.path
         else:

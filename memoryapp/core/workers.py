@@ -155,7 +155,7 @@ def run_extraction(job_id: int) -> str:
             turn.session = session
             job.attempts += 1
             messages = list(Message.objects.filter(turn=turn).order_by("seq"))
-            cwd = str((session.metadata or {}).get("cwd") or "")
+            cwd = session.cwd
             observations: list = []
 
             calls = list(
@@ -178,7 +178,7 @@ def run_extraction(job_id: int) -> str:
                 ]
             added = 0
             for data, call, message in sources:
-                extracted = extract(data)
+                extracted = extract(data, cwd)
                 finding, created = _record(session, turn, extracted, call, message)
                 added += created
                 if call is not None:

@@ -9,8 +9,9 @@ Sections, each left out when empty (an empty context gives an empty prompt):
   Searches, Subagent Results, Other Findings, and Bookkeeping last and short;
 - `## Remembered Information`: `- [fact] (high confidence) content (2026-11-20)`.
 
-Everything here came from an agent or a model, so text is put on one line and escaped
-where markdown would read it as structure (emphasis, links, code, HTML, headings).
+Everything here came from an agent or a model, so text is put on one line, where it cannot
+add a heading, a list item or a section, and a structural marker at its start is escaped;
+inside the line it stays verbatim (commands, paths and ids must be copied exactly).
 """
 
 from __future__ import annotations
@@ -24,18 +25,17 @@ from typing import Any
 
 from memoryapp.lib.extraction import kinds
 
-_ALWAYS = re.compile(r"([\\`*\[\]<>|~])")
-# '_' only starts or ends emphasis at a word boundary; inside words (my_file.py) it is text.
-_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
-_LINE_START = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
+# Markers that make a line a heading, quote, list item, rule or setext underline.
+_LINE_START = re.compile(r"^(\s*)([#>=]|[-+*](?=\s|[-*_]{2})|_{3}|\d+[.)](?=\s|$))")
 
 
 def escape_markdown(text: str) -> str:
-    """One line of plain text, safe to place inside a markdown list item."""
-    one_line = " ".join(str(text).split())
-    escaped = _ALWAYS.sub(r"\\\1", one_line)
-    escaped = _UNDERSCORE.sub(r"\\_", escaped)
-    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+    """One line of text, safe to place inside the prompt's markdown: on one line it cannot
+    start a heading, a list item or a section of its own, and a marker at its start is
+    escaped. Everything else stays verbatim, because the reader is a model that must copy
+    commands, paths and ids exactly (`5k-_VTxqtCEI`, `mix test 2>&1 | tail -5`)."""
+    flat = " ".join(str(text).split())
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), flat)
 
 
 def humanize_key(key: str) -> str:

@@ -42,7 +42,7 @@ from memoryapp.lib.extraction import (
 )
 from memoryapp.lib.extraction.base import Fact, ToolCallData
 from memoryapp.lib.extraction.context import INFERRED_CONFIDENCE, infer_context
-from memoryapp.lib.extraction.identity import CallKey, call_key
+from memoryapp.lib.extraction.identity import CallKey, call_key, normalize_path
 from memoryapp.lib.extraction.kinds import TOOL_KINDS, kind_of
 from memoryapp.lib.extraction.text import one_line
 
@@ -87,9 +87,11 @@ class ExtractedFinding:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def extract(call: ToolCallData) -> ExtractedFinding:
+def extract(call: ToolCallData, cwd: str = "") -> ExtractedFinding:
+    """The finding of one call; `cwd`, the session's working directory when known,
+    resolves relative paths so one file has one identity."""
     kind = kind_of(call.tool, call.query, call.output)
-    key: CallKey = call_key(kind, call.tool, call.query)
+    key: CallKey = call_key(kind, call.tool, call.query, cwd)
     try:
         fact = EXTRACTORS[kind](call)
     except Exception as exc:  # a parser bug must not lose the finding: fall back, say so
@@ -102,7 +104,7 @@ def extract(call: ToolCallData) -> ExtractedFinding:
         identity=key.key,
         fact=one_line(fact.text, FACT_LIMIT),
         success=fact.success,
-        file_path=fact.file_path or key.path or call.file_path,
+        file_path=normalize_path(fact.file_path, cwd) or key.path or call.file_path,
         details=fact.details,
     )
 
@@ -114,5 +116,6 @@ def finding_from_tool(
     success: bool | None = None,
     file_path: str = "",
     details: dict[str, Any] | None = None,
+    cwd: str = "",
 ) -> ExtractedFinding:
-    return extract(ToolCallData(tool, query, output, success, file_path, details))
+    return extract(ToolCallData(tool, query, output, success, file_path, details), cwd)

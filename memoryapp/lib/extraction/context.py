@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from memoryapp.lib.code.languages import display_name, language_of
 from memoryapp.lib.extraction.kinds import BOOKKEEPING, EDIT, READ, SHELL, shell_words
+from memoryapp.lib.extraction.shell import written_paths
 from memoryapp.lib.extraction.text import one_line, sentences
 
 INFERRED_CONFIDENCE = 0.6
@@ -125,6 +126,8 @@ MIN_CONFIDENCE = 0.4
 MAX_REFS = 5
 MAX_SEEN = 4000
 MAX_VALUES = 12
+MAX_ISSUES = 200
+MAX_WRITES = 2000
 
 # Languages that decide what a project is written in (not its docs, data or config).
 NOT_PROGRAMMING = {
@@ -347,6 +350,8 @@ def observations_for_call(
             )  # fmt: skip
     if kind in (SHELL, BOOKKEEPING) and command:
         found.extend(_command_observations(kind, command, details, output))
+        for path in written_paths(command, cwd):
+            found.append(Observation("written", path, 0.0, one_line(command, 80)))
     return found
 
 
@@ -369,9 +374,14 @@ def _command_observations(kind: str, command: str, details: dict, output: str) -
     for pattern, framework in COMMAND_FRAMEWORKS:
         if pattern.search(joined):
             found.append(Observation("framework", framework, 2.0, f"ran {short}", unique=short))
+    if kind == BOOKKEEPING:
+        for issue, title in (details.get("issues") or {}).items():
+            found.append(Observation("issue_title", issue, 0.0, title))
     if kind == BOOKKEEPING and len(words) >= 3 and _TRACKER_CLAIM.match(words[1]):
         issue = next((w for w in words[2:] if _ISSUE_ID.match(w)), "")
-        claims = words[1] != "update" or "in_progress" in command or "--claim" in command
+        claims = words[1] not in ("update", "show", "view") or (
+            "in_progress" in command or "--claim" in command
+        )
         if issue and claims:
             title = _issue_title(issue, output)
             value = f"{issue}: {title}" if title else issue
@@ -422,6 +432,22 @@ def observe(evidence: dict | None, observations: list[Observation], ref: dict) -
     seen = tally["seen"]
     seen_set = set(seen)
     for obs in observations:
+        if obs.key == "written":  # not an item: which files a command changed, and when
+            if obs.value == "*":
+                tally["rewritten_all"] = ref["turn"]
+            else:
+                writes = tally.setdefault("writes", {})
+                writes.pop(obs.value, None)
+                writes[obs.value] = ref["turn"]
+                while len(writes) > MAX_WRITES:
+                    del writes[next(iter(writes))]
+            continue
+        if obs.key == "issue_title":  # not an item: what the tracker calls each issue
+            issues = tally.setdefault("issues", {})
+            issues[obs.value] = obs.what
+            if len(issues) > MAX_ISSUES:
+                del issues[next(iter(issues))]
+            continue
         entry_ref = {**ref, "what": one_line(obs.what, 160)}
         if obs.key in LATEST_KEYS:
             current = tally["latest"].get(obs.key)
@@ -454,6 +480,15 @@ def observe(evidence: dict | None, observations: list[Observation], ref: dict) -
     return tally
 
 
+def written_after(evidence: dict | None, path: str, step: int | None) -> bool:
+    """Did a shell command change `path` (or possibly every file) after turn `step`?"""
+    if not isinstance(evidence, dict) or step is None or not path:
+        return False
+    turn = (evidence.get("writes") or {}).get(path)
+    everything = evidence.get("rewritten_all")
+    return (turn is not None and turn > step) or (everything is not None and everything > step)
+
+
 def decide(evidence: dict | None) -> dict[str, Decision]:
     """The working context the tally supports, with confidences and evidence."""
     decided: dict[str, Decision] = {}
@@ -472,9 +507,13 @@ def decide(evidence: dict | None) -> dict[str, Decision]:
         confidence = round(min(0.95, (0.5 + 0.5 * share) * (1 - 0.5 ** (entry["w"] / 2))), 2)
         if confidence >= MIN_CONFIDENCE:
             decided[key] = Decision(value, confidence, entry["refs"])
+    titles = evidence.get("issues") or {}
     for key, entry in (evidence.get("latest") or {}).items():
         base = {3: 0.7, 2: 0.6}.get(entry.get("rank", 1), 0.45)
         confidence = round(min(0.9, base + 0.05 * (entry["n"] - 1)), 2)
+        value = entry["value"]
+        if key == "current_task" and value in titles:  # an issue claimed: name its title
+            value = f"{value}: {titles[value]}"
         if confidence >= MIN_CONFIDENCE:
-            decided[key] = Decision(entry["value"], confidence, entry["refs"])
+            decided[key] = Decision(value, confidence, entry["refs"])
     return decided

@@ -36,13 +36,17 @@ URL_FIELDS = ("url", "uri", "href", "link")
 WINDOW_FIELDS = ("offset", "limit", "view_range", "start_line", "end_line", "line", "lines")
 
 
-def normalize_path(path: str) -> str:
-    """`./src//a.ts`, `src\\a.ts` and `src/a.ts/` are `src/a.ts`; `a/../b` is `b`."""
+def normalize_path(path: str, cwd: str = "") -> str:
+    """`./src//a.ts`, `src\\a.ts` and `src/a.ts/` are `src/a.ts`; `a/../b` is `b`; a
+    relative path is taken from `cwd` when the session says where it works, so `lib/x.ex`
+    and `/app/lib/x.ex` are one file there."""
     text = str(path).strip().strip("\"'`").replace("\\", "/")
     if not text:
         return ""
     if text.startswith("file://"):
         text = text[len("file://") :]
+    if cwd and cwd.startswith("/") and not text.startswith(("/", "~")):
+        text = posixpath.join(cwd, text)
     normal = posixpath.normpath(text)
     return "" if normal == "." else normal
 
@@ -95,7 +99,7 @@ def _words(text: str) -> list[str]:
         return text.split()
 
 
-def _read_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _read_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     path = first_field(args, PATH_FIELDS)
     window = {f: args[f] for f in WINDOW_FIELDS if args and args.get(f) not in (None, "", [])}
     if not args:
@@ -104,8 +108,8 @@ def _read_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
         if len(words) > 1:  # SWE-agent's `open path 120`: a window around line 120
             window = {"line": " ".join(words[1:])}
     if isinstance((args or {}).get("paths"), list):  # read_multiple_files
-        path = ",".join(normalize_path(p) for p in args["paths"] if isinstance(p, str))
-    path = normalize_path(path)
+        path = ",".join(normalize_path(p, cwd) for p in args["paths"] if isinstance(p, str))
+    path = normalize_path(path, cwd)
     if not path:
         return _other_key(tool, args, query)
     key = f"read:{path}" + (f"#{canonical_json(window)}" if window else "")
@@ -117,7 +121,7 @@ def _window_text(window: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in window.items())
 
 
-def _search_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _search_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     name = kinds.normalize_tool(tool)
     if args is None:
         words = _words(query)
@@ -126,7 +130,7 @@ def _search_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
             args["path"] = " ".join(words[1:])
     pattern = first_field(args, PATTERN_FIELDS)
     scope = {
-        f: (normalize_path(args[f]) if f in ("path", "dir", "directory", "file") else args[f])
+        f: (normalize_path(args[f], cwd) if f in ("path", "dir", "directory", "file") else args[f])
         for f in SEARCH_SCOPE_FIELDS
         if args.get(f) not in (None, "", [])
     }
@@ -158,22 +162,27 @@ def _display_only(field: str) -> bool:
     )  # fmt: skip
 
 
-def _shell_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _shell_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     command = kinds.command_of(args, query).strip()
     if not command and args:
         return _other_key(tool, args, query)
     return CallKey("shell:" + command, command)
 
 
-def _web_fetch_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _web_fetch_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     url = first_field(args, URL_FIELDS) if args else query.strip()
     if not url:
         return _other_key(tool, args, query)
     normal = normalize_url(url)
+    # A fetch that answers a question about the page (Claude Code's WebFetch) is another
+    # call when the question differs.
+    prompt = normalize_text(first_field(args, ("prompt", "question", "instruction")))
+    if prompt:
+        return CallKey(f"web:{normal}#{prompt.casefold()}", f"{normal} ({prompt})")
     return CallKey("web:" + normal, normal)
 
 
-def _web_search_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _web_search_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     text = first_field(args, PATTERN_FIELDS) if args else query
     if not text:
         return _other_key(tool, args, query)
@@ -186,12 +195,12 @@ def _web_search_key(tool: str, args: dict[str, Any] | None, query: str) -> CallK
     return CallKey(key, normalize_text(text))
 
 
-def _edit_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
-    path = normalize_path(first_field(args, PATH_FIELDS)) if args else ""
+def _edit_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
+    path = normalize_path(first_field(args, PATH_FIELDS), cwd) if args else ""
     if args is None:  # SWE-agent's `create path`; its `edit 4:4 …` names no path
         words = _words(query.split("\n", 1)[0])
         if words and ("/" in words[-1] or "." in words[-1]):
-            path = normalize_path(words[-1])
+            path = normalize_path(words[-1], cwd)
     rest = {k: v for k, v in (args or {}).items() if k not in PATH_FIELDS and not _display_only(k)}
     body = canonical_json(rest) if args else query.strip()
     digest = hashlib.sha256(body.encode()).hexdigest()[:16]
@@ -199,13 +208,13 @@ def _edit_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
     return CallKey(key, path or normalize_text(query)[:200], path)
 
 
-def _rag_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _rag_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     text = first_field(args, PATTERN_FIELDS + ("question", "text")) if args else query
     text = normalize_text(text or query)
     return CallKey(f"rag:{kinds.normalize_tool(tool)}:{text.casefold()}", text)
 
 
-def _other_key(tool: str, args: dict[str, Any] | None, query: str) -> CallKey:
+def _other_key(tool: str, args: dict[str, Any] | None, query: str, cwd: str = "") -> CallKey:
     name = kinds.normalize_tool(tool)
     if args is not None:
         meaningful = {k: v for k, v in args.items() if not _display_only(k)}
@@ -230,8 +239,9 @@ _KEYS = {
 }
 
 
-def call_key(kind: str, tool: str, query: str | dict | None) -> CallKey:
-    """The identity of `tool(query)` for a call of `kind`."""
+def call_key(kind: str, tool: str, query: str | dict | None, cwd: str = "") -> CallKey:
+    """The identity of `tool(query)` for a call of `kind`; relative paths are taken from
+    `cwd`, the session's working directory, when it is known."""
     args = kinds.arguments(query)
     text = query if isinstance(query, str) else ""
     if kind == kinds.BOOKKEEPING and kinds.normalize_tool(tool) in kinds.TOOL_KINDS:
@@ -240,4 +250,4 @@ def call_key(kind: str, tool: str, query: str | dict | None) -> CallKey:
     if kind == kinds.BOOKKEEPING and args and isinstance(args.get("todos"), list):
         key = _other_key(tool, args, text)
         return CallKey(key.key, f"todo list of {len(args['todos'])}")
-    return _KEYS.get(kind, _other_key)(tool, args, text)
+    return _KEYS.get(kind, _other_key)(tool, args, text, cwd)

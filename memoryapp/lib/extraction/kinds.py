@@ -142,21 +142,41 @@ def compact_command(command: str) -> str:
     return _HEREDOC.sub("<<EOF … EOF", command)
 
 
+_REDIRECT = re.compile(r"\d*>&\d+|&>>?\s*\S+|\d*>>?\s*/dev/null")
+_OPERATORS = {";", "&&", "||", "&", "|", ";;"}
+
+
+def command_segments(command: str) -> list[list[str]]:
+    """The simple commands of a command line, in order, each as its words up to a pipe
+    (what a pipe feeds is left out): quotes respected, so a `;` inside a quoted argument
+    does not split the command."""
+    # A here-document's body is data, not commands (`git commit -m "$(cat <<'EOF' …)"`).
+    text = _REDIRECT.sub(" ", _HEREDOC.sub("<<HEREDOC", command)).replace("\n", " ; ")
+    try:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: split naively
+        tokens = re.split(r"\s+|(?=[;|&])|(?<=[;|&])", text)
+    segments: list[list[str]] = [[]]
+    piped = False
+    for token in tokens:
+        if token in _OPERATORS:
+            piped = token == "|"
+            if not piped:
+                segments.append([])
+            continue
+        if token and not piped:
+            segments[-1].append(token)
+    return [words for words in segments if words]
+
+
 def shell_words(command: str) -> list[str]:
     """The words of the command that does the work, the last of a chain: `cd x && rg foo`
     → ['rg', 'foo']; environment assignments and `sudo`/`time`/`timeout N` prefixes are
     skipped, and so is what a pipe feeds (`mix test | tail -5` is `mix test`)."""
-    # A here-document's body is data, not commands (`git commit -m "$(cat <<'EOF' …)"`).
-    command = _HEREDOC.sub("<<HEREDOC", command)
-    segments = [s for s in re.split(r"&&|\|\||;|\n", command) if re.search(r"\w", s)]
-    for segment in reversed(segments):
-        segment = segment.strip()
-        if not segment:
-            continue
-        try:
-            words = shlex.split(segment.split("|")[0], comments=True)
-        except ValueError:
-            words = segment.split()
+    for words in reversed(command_segments(command)):
         while words and (
             re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "time", "env", "nice", "command")
         ):

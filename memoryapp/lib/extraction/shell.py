@@ -56,7 +56,7 @@ _PYTEST = re.compile(
     re.MULTILINE,
 )
 _PYTEST_NONE = re.compile(r"^=+ no tests ran in [\d.]+s =+$", re.MULTILINE)
-_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", re.MULTILINE)
+_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - (.+))?$", re.MULTILINE)
 
 
 def pytest_summary(text: str) -> RunSummary | None:
@@ -196,9 +196,9 @@ _TSC_ERROR = re.compile(r"^(\S+?)(?:\((\d+),\d+\)|:(\d+):\d+) -? ?error (TS\d+):
 
 def tsc_summary(text: str) -> RunSummary | None:
     error = _TSC_ERROR.search(text)
+    if error is None and not re.search(r"\berror TS\d+", text):
+        return None  # "Found 1 error." alone is ruff's, not the TypeScript compiler's
     match = _last(_TSC, text)
-    if match is None and error is None:
-        return None
     count = int(match.group(1)) if match else len(_TSC_ERROR.findall(text))
     first = ""
     if error:
@@ -245,7 +245,9 @@ def credo_summary(text: str) -> RunSummary | None:
     return RunSummary("credo", f"found {found}", ok, one_line(first, 160), "lint")
 
 
-_RUFF_FOUND = re.compile(r"^Found (\d+) errors?\.", re.MULTILINE)
+_RUFF_FOUND = re.compile(
+    r"^Found (\d+) errors?(?: \((\d+) fixed, (\d+) remaining\))?\.", re.MULTILINE
+)
 _RUFF_ERROR = re.compile(r"^(\S+?:\d+:\d+): ([A-Z]+\d+) (.+)$", re.MULTILINE)
 _FLAKE8_ERROR = re.compile(r"^(\S+?:\d+:\d+): ([A-Z]\d+) (.+)$", re.MULTILINE)
 
@@ -258,7 +260,39 @@ def ruff_summary(text: str) -> RunSummary | None:
         return None
     first = f"{m.group(1)} {m.group(2)} {m.group(3)}" if (m := _RUFF_ERROR.search(text)) else ""
     count = int(match.group(1))
-    return RunSummary("ruff", plural(count, "error"), count == 0, one_line(first, 160), "lint")
+    if match.group(2) is not None:  # --fix: what is left is what matters
+        remaining = int(match.group(3))
+        summary = f"{plural(count, 'error')}, {match.group(2)} fixed, {remaining} remaining"
+        return RunSummary("ruff", summary, remaining == 0, one_line(first, 160), "lint")
+    fixable = m.group(1) if (m := re.search(r"\[\*\] (\d+) fixable", text)) else ""
+    summary = plural(count, "error") + (f" ({fixable} fixable)" if fixable else "")
+    return RunSummary("ruff", summary, count == 0, one_line(first, 160), "lint")
+
+
+_REFORMAT = re.compile(r"^(?:Oh no! .*\n)?(\d+) files? (?:would be|were) reformatted[^\n]*", re.M)
+_WOULD_REFORMAT = re.compile(r"^(?:Would reformat|would reformat):? (\S+)", re.MULTILINE)
+_MIX_FORMAT = re.compile(r"mix format failed due to --check-formatted")
+
+
+def format_summary(text: str) -> RunSummary | None:
+    """ruff format / black --check, and mix format --check-formatted."""
+    files = [f.rsplit("/", 1)[-1] for f in _WOULD_REFORMAT.findall(text)]
+    if match := _last(_REFORMAT, text):
+        would = "would be" in match.group(0)
+        names = f" ({', '.join(files[:3])})" if files else ""
+        verb = "would be" if would else "were"
+        summary = f"{plural(int(match.group(1)), 'file')} {verb} reformatted{names}"
+        return RunSummary("formatter", summary, not would, category="lint")
+    if _MIX_FORMAT.search(text):
+        unformatted = re.findall(r"^\s+\* (\S+)", text, re.MULTILINE)
+        names = ", ".join(p.rsplit("/", 1)[-1] for p in unformatted[:3])
+        summary = f"{plural(len(unformatted), 'file')} not formatted" + (
+            f" ({names})" if names else ""
+        )
+        return RunSummary("mix format", summary, False, category="lint")
+    if re.search(r"^\d+ files? (?:left unchanged|already formatted)\s*$", text, re.MULTILINE):
+        return RunSummary("formatter", "already formatted", True, category="lint")
+    return None
 
 
 _ESLINT = re.compile(r"✖ (\d+ problems? \(\d+ errors?, \d+ warnings?\))")
@@ -273,8 +307,51 @@ def eslint_summary(text: str) -> RunSummary | None:
 
 
 _MIX_COMPILE_ERROR = re.compile(r"^\*\* \((\w+Error)\) (.+)$", re.MULTILINE)
-_ELIXIR_ERROR = re.compile(r"^\s*error: (.+)$", re.MULTILINE)
-_ELIXIR_WARNING = re.compile(r"^\s*warning: ", re.MULTILINE)
+# Elixir's diagnostics: `error: …` or `warning: …`, then (1.15+) a framed snippet ending
+# `└─ path:line:col: Module.fun/2`, or (older) an indented `path:line: Module.fun/2` line.
+_ELIXIR_DIAGNOSTIC = re.compile(
+    r"^\s*(error|warning): (.+?)\n(?:(?:\s*│[^\n]*\n|\s*\d+ │[^\n]*\n)*\s*└─ |\s+)"
+    r"(\S+?\.(?:ex|exs|heex|eex)):(\d+)",
+    re.MULTILINE,
+)
+_WARNINGS_AS_ERRORS = re.compile(
+    r"Compilation failed due to warnings while using the --warnings-as-errors"
+)
+
+
+def _diagnostic(match: re.Match) -> str:
+    path = match.group(3).rsplit("/", 1)[-1] if len(match.group(3)) > 40 else match.group(3)
+    message = re.sub(r"\s*\((?:if|expected|or|please)\b[^)]*\)", "", match.group(2))
+    return one_line(f"{message} ({path}:{match.group(4)})", 160)
+
+
+def elixir_compile_summary(text: str) -> RunSummary | None:
+    """mix compile (and mix test compiling first): errors and warnings with their place."""
+    diagnostics = list(_ELIXIR_DIAGNOSTIC.finditer(text))
+    errors = [d for d in diagnostics if d.group(1) == "error"]
+    warnings = [d for d in diagnostics if d.group(1) == "warning"]
+    compile_error = _MIX_COMPILE_ERROR.search(text)
+    if errors or (compile_error and compile_error.group(1) == "CompileError"):
+        if errors:
+            first = _diagnostic(errors[0])
+        else:
+            first = one_line(compile_error.group(2), 160)
+        count = max(len(errors), 1)
+        return RunSummary(
+            "mix compile", f"compile error{'s' if count > 1 else ''}", False, first, "build"
+        )
+    if _WARNINGS_AS_ERRORS.search(text):
+        first = _diagnostic(warnings[0]) if warnings else ""
+        summary = f"compilation failed: {plural(len(warnings), 'warning')} treated as errors"
+        return RunSummary("mix compile", summary, False, first, "build")
+    if re.search(r"^Compiling \d+ files? \(\.ex\)|^Generated \w+ app", text, re.MULTILINE):
+        if warnings:
+            summary = f"compiled, {plural(len(warnings), 'warning')}: {_diagnostic(warnings[0])}"
+            return RunSummary("mix compile", one_line(summary, 200), True, category="build")
+        return RunSummary("mix compile", "compiled", True, category="build")
+    return None
+
+
 _CARGO_ERROR = re.compile(r"^error(?:\[(E\d+)\])?: (.+)$", re.MULTILINE)
 _CARGO_FAILED = re.compile(r"could not compile `([^`]+)`[^\n]*?due to (\d+) previous errors?")
 _CARGO_WARNINGS = re.compile(r"generated (\d+) warnings?")
@@ -285,23 +362,10 @@ def build_summary(text: str) -> RunSummary | None:
         first = m.group(2) if (m := _CARGO_ERROR.search(text)) else ""
         summary = f"could not compile {match.group(1)}: {plural(int(match.group(2)), 'error')}"
         return RunSummary("cargo", summary, False, one_line(first, 160), "build")
+    if summary := elixir_compile_summary(text):
+        return summary
     if match := _MIX_COMPILE_ERROR.search(text):
-        return RunSummary("mix", f"{match.group(1)}", False, one_line(match.group(2), 160), "build")
-    if re.search(r"^Compiling \d+ files? \(\.ex\)", text, re.MULTILINE):
-        errors = _ELIXIR_ERROR.findall(text)
-        warnings = len(_ELIXIR_WARNING.findall(text))
-        if errors:
-            return RunSummary(
-                "mix compile",
-                plural(len(errors), "error"),
-                False,
-                one_line(errors[0], 160),
-                "build",
-            )
-        return RunSummary(
-            "mix compile", "compiled" + (f", {plural(warnings, 'warning')}" if warnings else ""),
-            True, category="build",
-        )  # fmt: skip
+        return RunSummary("mix", match.group(1), False, one_line(match.group(2), 160), "build")
     if re.search(r"^\s*Finished `?\w+`? profile", text, re.MULTILINE):
         warnings = sum(int(n) for n in _CARGO_WARNINGS.findall(text))
         summary = "built" + (f", {plural(warnings, 'warning')}" if warnings else "")
@@ -322,9 +386,26 @@ RECOGNISERS: list[Callable[[str], RunSummary | None]] = [
     mypy_summary,
     credo_summary,
     ruff_summary,
+    format_summary,
     eslint_summary,
     build_summary,
 ]
+
+
+_COVERAGE_FAILED = re.compile(
+    r"Coverage test failed, threshold not met[^\n]*|FAIL Required test coverage of [^\n]*"
+    r"|Coverage failure: [^\n]*|fail-under[^\n]*not reached[^\n]*",
+    re.IGNORECASE,
+)
+
+
+def coverage_summary(text: str) -> RunSummary | None:
+    if match := _last(_COVERAGE_FAILED, text):
+        return RunSummary("coverage", one_line(match.group(0), 120), False, category="lint")
+    return None
+
+
+RECOGNISERS.append(coverage_summary)
 
 
 def run_summaries(text: str) -> list[RunSummary]:
@@ -368,9 +449,9 @@ def _git_status(text: str) -> str:
     if re.search(r"nothing to commit, working tree clean", text):
         return f"clean on {branch}" if branch else "clean"
     changes = re.findall(r"^\s+(modified|deleted|new file|renamed):\s+(\S+)", text, re.MULTILINE)
-    untracked = 0
+    untracked: list[str] = []
     if part := re.search(r"Untracked files:\n(?:.*\n)*?((?:\t.+\n?)+)", text):
-        untracked = len([x for x in part.group(1).splitlines() if x.strip()])
+        untracked = [x.strip() for x in part.group(1).splitlines() if x.strip()]
     parts = []
     by_kind: dict[str, list[str]] = {}
     for kind, path in changes:
@@ -379,7 +460,8 @@ def _git_status(text: str) -> str:
         sample = ", ".join(paths[:3]) + (", …" if len(paths) > 3 else "")
         parts.append(f"{len(paths)} {kind} ({sample})")
     if untracked:
-        parts.append(f"{untracked} untracked")
+        sample = ", ".join(untracked[:3]) + (", …" if len(untracked) > 3 else "")
+        parts.append(f"{len(untracked)} untracked ({sample})")
     where = f"on {branch}: " if branch else ""
     return where + ("; ".join(parts) if parts else one_line(text, 120))
 
@@ -393,6 +475,25 @@ def _git_commit(text: str) -> str:
 def _git_stat(text: str) -> str:
     stats = m.group(0) if (m := _last(re.compile(r"\d+ files? changed[^\n]*"), text)) else ""
     return stats.strip()
+
+
+def _git_diff(text: str) -> str:
+    """Lines added and removed per file, from the hunks."""
+    files: dict[str, list[int]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("diff --git "):
+            current = line.rsplit(" b/", 1)[-1]
+            files[current] = [0, 0]
+        elif current and line.startswith("+") and not line.startswith("+++"):
+            files[current][0] += 1
+        elif current and line.startswith("-") and not line.startswith("---"):
+            files[current][1] += 1
+    if not files:
+        return "no changes" if not text.strip() else ""
+    shown = ", ".join(f"{path} (+{a}/−{r})" for path, (a, r) in list(files.items())[:4])
+    more = f", +{len(files) - 4} more" if len(files) > 4 else ""
+    return f"{plural(len(files), 'file')} changed: {shown}{more}"
 
 
 def _git_log(text: str) -> str:
@@ -416,9 +517,73 @@ def _git_digest(words: list[str], text: str) -> str:
         return ""
     sub = next((w for w in words[1:] if not w.startswith("-")), "")
     digest = GIT_DIGESTS.get(sub)
-    if digest is None or (sub in ("diff", "show") and "--stat" not in words):
+    if sub in ("diff", "show") and "--stat" not in words:
+        digest = _git_diff
+    if digest is None:
         return ""
     return digest(text)
+
+
+# --- files a command writes ----------------------------------------------------------------
+
+# Commands that may rewrite any file of the project: every earlier read may be stale.
+_BROAD_WRITERS = re.compile(
+    r"^(?:ruff format|ruff check\b.*--fix|black|isort|autopep8|autoflake|mix format|"
+    r"prettier\b.*--write|eslint\b.*--fix|cargo fmt|cargo clippy\b.*--fix|gofmt\b.*-w|"
+    r"goimports\b.*-w|rustfmt|rubocop\b.*-[aA]|(?:npm|pnpm|yarn) (?:run )?(?:format|fix|lint:fix)|"
+    r"just (?:format|fmt|fix)|make (?:format|fmt|fix)|mix phx\.gen|mix igniter|"
+    r"git (?:checkout|switch|stash|reset --hard|pull|merge|rebase|apply|am|cherry-pick|revert))\b"
+)
+_GIT_PATHS = re.compile(r"^git (?:checkout|restore)\b")
+MAX_WRITES = 50
+
+
+def written_paths(command: str, cwd: str = "") -> list[str]:
+    """The files a shell command writes, as far as its words say (`sed -i`, `perl -pi`,
+    redirections, `tee`, `mv`, `cp`, `rm`, `touch`, `git checkout -- paths`); ["*"] when it
+    may rewrite any file (formatters, `--fix`, branch switches, stashes)."""
+    from memoryapp.lib.extraction.identity import normalize_path
+
+    here = cwd
+    found: list[str] = []
+
+    def add(path: str) -> None:
+        if path and path != "/dev/null" and not path.startswith("-"):
+            found.append(normalize_path(path, here))
+
+    for words in kinds.command_segments(command):
+        while words and re.match(r"^\w+=", words[0]):
+            words = words[1:]
+        if not words:
+            continue
+        program, line = words[0].rsplit("/", 1)[-1], " ".join(words)
+        if program == "cd" and len(words) > 1:
+            here = normalize_path(words[1], here)
+            continue
+        for index, word in enumerate(words):
+            if word in (">", ">>") and index + 1 < len(words):
+                add(words[index + 1])
+            elif re.match(r"^>>?[^>&]", word):
+                add(word.lstrip(">"))
+        operands = [w for w in words[1:] if not w.startswith("-") and w not in (">", ">>")]
+        if _GIT_PATHS.match(line) and "--" in words:
+            for path in words[words.index("--") + 1 :]:
+                add(path)
+        elif _BROAD_WRITERS.match(line) or (program == "git" and line.startswith("git restore")):
+            return ["*"]
+        elif program in ("sed", "perl") and any(re.match(r"^-\w*i", w) for w in words[1:]):
+            scripts = {i + 1 for i, w in enumerate(words) if w in ("-e", "--expression")}
+            rest = [
+                w for i, w in enumerate(words[1:], 1) if i not in scripts and not w.startswith("-")
+            ]
+            for path in rest if scripts else rest[1:]:
+                add(path)
+        elif program in ("tee", "touch", "rm", "mv", "truncate"):
+            for path in operands:
+                add(path)
+        elif program in ("cp", "install") and operands:
+            add(operands[-1])
+    return list(dict.fromkeys(found))[:MAX_WRITES]
 
 
 # --- the fact ----------------------------------------------------------------------------
@@ -442,8 +607,11 @@ def extract(call: ToolCallData) -> Fact:
         # grep-like programs exit 1 when they find nothing: that is an answer, not a failure
         no_matches = status == 1 and program in kinds.SEARCH_COMMANDS and not text.strip()
         ok, status_text = status == 0 or no_matches, f"exit {status}"
+        # `mix test | tail -5` exits with tail's status: the runner's own summary decides.
+        ok = ok and all(s.passed for s in summaries)
     elif call.success is not None:
-        ok, status_text = call.success, ("ok" if call.success else "failed")
+        ok = call.success and all(s.passed for s in summaries)
+        status_text = "ok" if ok else "failed"
     else:
         ok = "Traceback (most recent call last)" not in text and not re.search(
             r"command not found|No such file or directory", text[:300]
