@@ -124,7 +124,12 @@ def test_untrusted_text_cannot_add_markdown_structure(text):
 
 
 def test_commands_and_ids_reach_the_model_verbatim():
-    for text in ["mix credo --strict 2>&1 | tail -5", "uuid 5k-_VTxqtCEI", "**/*redirect*.py", "__init__"]:
+    for text in [
+        "mix credo --strict 2>&1 | tail -5",
+        "uuid 5k-_VTxqtCEI",
+        "**/*redirect*.py",
+        "__init__",
+    ]:
         assert fmt.escape_markdown(text) == text
 
 

@@ -97,8 +97,14 @@ def key(tool, query):
         (("Bash", '{"command": "mix test", "timeout": 120000}'), ("Bash", "mix test")),
         (("Grep", '{"pattern": "TODO"}'), ("Grep", "TODO")),
         (("Grep", '{"pattern": "x", "-n": true, "-C": 3}'), ("Grep", '{"pattern": "x"}')),
-        (("WebFetch", '{"url": "https://HEX.pm/packages/ecto#x"}'), ("WebFetch", "https://hex.pm/packages/ecto")),
-        (("WebFetch", '{"url": "https://hex.pm/x", "prompt": "Latest  version?"}'), ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}')),
+        (
+            ("WebFetch", '{"url": "https://HEX.pm/packages/ecto#x"}'),
+            ("WebFetch", "https://hex.pm/packages/ecto"),
+        ),
+        (
+            ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "Latest  version?"}'),
+            ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}'),
+        ),
         (("lookup", '{"q": "Paris"}'), ("lookup", "Paris")),
         (("lookup", '{"b": 1, "a": 2}'), ("lookup", '{"a": 2, "b": 1}')),
     ],
@@ -109,10 +115,16 @@ def test_both_forms_of_one_call_are_the_same_call(a, b):
 
 def test_relative_paths_are_taken_from_the_session_s_directory():
     read = kind_of("Read", "x")
-    assert call_key(read, "Read", "lib/x.ex", "/app").key == call_key(read, "Read", '{"file_path": "/app/lib/x.ex"}', "/app").key
+    assert (
+        call_key(read, "Read", "lib/x.ex", "/app").key
+        == call_key(read, "Read", '{"file_path": "/app/lib/x.ex"}', "/app").key
+    )
     assert call_key(read, "Read", "lib/x.ex").key != call_key(read, "Read", "/app/lib/x.ex").key
     grep = kind_of("Grep", "{}")
-    assert call_key(grep, "Grep", '{"pattern": "x", "path": "lib"}', "/app").key == call_key(grep, "Grep", '{"pattern": "x", "path": "/app/lib/"}', "/app").key
+    assert (
+        call_key(grep, "Grep", '{"pattern": "x", "path": "lib"}', "/app").key
+        == call_key(grep, "Grep", '{"pattern": "x", "path": "/app/lib/"}', "/app").key
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,7 +150,10 @@ def test_relative_paths_are_taken_from_the_session_s_directory():
         ),
         (("lookup", '{"q": "Paris"}'), ("lookup", '{"q": "Lyon"}')),
         (("lookup", "x"), ("other_tool", "x")),
-        (("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}'), ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "what licence?"}')),
+        (
+            ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "latest version?"}'),
+            ("WebFetch", '{"url": "https://hex.pm/x", "prompt": "what licence?"}'),
+        ),
     ],
 )
 def test_different_calls_never_share_an_identity(a, b):
@@ -426,7 +441,8 @@ def test_edits_say_what_changed_where():
 def test_failed_edits_are_failed_findings_with_their_reason():
     rejected = real("swe_edit_syntax_error")
     assert (rejected.fact, rejected.success) == (
-        "edit rejected: E999 SyntaxError: unmatched ']'",
+        "edit of /pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py rejected: "
+        "E999 SyntaxError: unmatched ']'",
         False,
     )
     assert real("oh_editor_create_failed").success is False
@@ -437,7 +453,11 @@ def test_failed_edits_are_failed_findings_with_their_reason():
         "<tool_use_error>String to replace not found in file.\nString: foo</tool_use_error>",
         success=False,
     )
-    assert missing.success is False and missing.fact.startswith("String to replace not found")
+    assert missing.success is False
+    assert (
+        missing.fact
+        == "edit of /app/lib/a.ex failed: String to replace not found in file. String: foo"
+    )
     assert missing.file_path == "/app/lib/a.ex"
 
 
@@ -541,3 +561,75 @@ def test_a_parser_bug_never_loses_the_finding(monkeypatch):
         and finding.fact
         and "RuntimeError" in finding.details["extractor_error"]
     )
+
+
+# --- from a realistic session's outputs (tests/fixtures/SOURCE.txt, entries stress_*) ------
+
+
+def test_a_failing_run_piped_through_tail_is_not_ok():
+    finding = real("stress_mix_test_tail")
+    assert finding.success is False
+    assert "tests," in finding.fact and "failure" in finding.fact
+
+
+def test_elixir_compile_errors_and_warnings_as_errors_name_their_place():
+    error = real("stress_mix_compile_error")
+    assert error.success is False
+    assert (
+        "compile error; first: lib/spotter/pricing.ex:45: undefined function dollar/0" in error.fact
+    )
+    warning = real("stress_mix_warnings_as_errors")
+    assert warning.success is False
+    assert warning.fact.endswith(
+        'compilation failed: 1 warning treated as errors; first: variable "total" is unused (show.ex:28)'
+    )
+
+
+def test_pytest_first_failure_keeps_a_parametrized_id_with_spaces():
+    fact = real("stress_pytest_param_ids").fact
+    assert "2 failed, 14 passed; first: tests/test_core.py::test_slugify[" in fact
+
+
+def test_ruff_fix_and_format_check_are_both_stated():
+    finding = real("stress_ruff_fix_and_format")
+    assert finding.success is False
+    assert "1 error, 1 fixed, 0 remaining; 2 files would be reformatted" in finding.fact
+    tail = real("stress_ruff_tail")
+    assert (tail.success, "type error" in tail.fact) == (False, False)
+    assert "1 error (1 fixable)" in tail.fact
+
+
+def test_git_diff_counts_lines_per_file():
+    assert real("stress_git_diff").fact.endswith("1 file changed: src/slugkit/cli.py (+0/−2)")
+
+
+def test_issue_tracker_commands_are_digested():
+    assert real("stress_bd_show").fact == (
+        "`bd show spotter-42`: spotter-42: Add max nightly rate filter to listings page — open, P1, feature"
+    )
+    ready = real("stress_bd_ready").fact
+    assert ready.startswith(
+        "`bd ready`: 3 issues: spotter-51 Show cleaning fee and total on listing page;"
+    )
+    assert "created spotter-53: Fix 11 failing tests" in real("stress_bd_create").fact
+
+
+@pytest.mark.parametrize(
+    "command,written",
+    [
+        ("sed -i 's/a/b/' lib/q.ex", ["/app/lib/q.ex"]),
+        ("cd lib && sed -i.bak -e 's/x/y/' a.ex b.ex", ["/app/lib/a.ex", "/app/lib/b.ex"]),
+        ("cat > lib/new.ex <<'EOF'\ndefmodule X do\nend\nEOF", ["/app/lib/new.ex"]),
+        ("echo done > /dev/null", []),
+        ("git checkout -- lib/a.ex", ["/app/lib/a.ex"]),
+        ("mix format", ["*"]),
+        ("ruff check --fix .", ["*"]),
+        ("git stash", ["*"]),
+        ("mix test 2>&1 | tail -5", []),
+        ("bd close x --reason 'done; > all good'", []),
+    ],
+)
+def test_files_a_shell_command_writes(command, written):
+    from memoryapp.lib.extraction.shell import written_paths
+
+    assert written_paths(command, "/app") == written

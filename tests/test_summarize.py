@@ -62,7 +62,10 @@ def test_the_summary_says_task_files_tests_decisions_and_problems():
     assert "Files created: /tmp/tmp74wiyiny/hello.sh" in text
     assert "Files edited: src/math_utils.py" in text
     # The last test run wins: the earlier failure is no longer an open problem.
-    assert "Tests (passing, message 7): `python -m pytest`: 2 passed" in text
+    assert (
+        "Tests (passing, message 7): `python -m pytest tests/test_math_utils.py -v`: 2 passed"
+        in text
+    )
     assert "Open problem: `git add .gitignore && git commit" in text
     assert "2 failed, 25 passed" not in text
     assert "Decision: I'll use the same style as add_numbers instead of a lambda." in text
@@ -73,7 +76,10 @@ def test_the_summary_says_task_files_tests_decisions_and_problems():
 def test_a_failing_last_test_run_is_an_open_problem_with_its_first_failure():
     lines = render(roll(None, "Fix it", [did(3, "cc_pytest"), did(5, "aider_pytest_failed")]))
     text = "\n".join(lines)
-    assert "Tests (failing, message 5): `pytest`: 2 failed, 25 passed; first failure: " in text
+    assert (
+        "Tests (failing, message 5): `pytest tests/basic/test_main.py`: 2 failed, 25 passed; first failure: "
+        in text
+    )
     assert "Open problem: `pytest tests/basic/test_main.py`: 2 failed, 25 passed" in text
 
 

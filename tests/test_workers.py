@@ -427,3 +427,46 @@ def test_a_tool_result_in_the_next_turn_is_not_extracted_a_second_time(
         MemoryEvent.objects.filter(target_kind="finding").count() == 1
     )  # added once, never rewritten
     assert finding.message.seq == 1  # the assistant message that made the call
+
+
+@pytest.mark.django_db
+def test_shell_writes_make_reads_stale_failed_edits_do_not_and_claimed_issues_are_named(
+    api, django_capture_on_commit_callbacks
+):
+    api.put(BASE + "/sessions/s1", {"metadata": {"cwd": "/app"}})
+    check = BASE + "/sessions/s1/findings/check"
+
+    def call(tool, args, output, success=True):
+        body = {
+            "messages": [{"role": "assistant", "content": ""}],
+            "tool_calls": [{"tool": tool, "query": args, "output": output, "success": success}],
+        }
+        with django_capture_on_commit_callbacks(execute=True):
+            assert api.post(BASE + "/sessions/s1/turns", body).status_code == 201
+
+    def answer(path):
+        return api.get(check, {"tool": "Read", "query": path}).json()
+
+    call("Read", {"file_path": "/app/lib/q.ex"}, "     1→defmodule Q do\n     2→end\n")
+    call("Read", {"file_path": "/app/lib/r.ex"}, "     1→defmodule R do\n     2→end\n")
+    assert answer("lib/q.ex")["known"] is True  # relative to the session's directory
+    call("Bash", {"command": "sed -i 's/Q/P/' lib/q.ex"}, "")
+    assert (answer("/app/lib/q.ex")["known"], answer("/app/lib/q.ex")["stale"]) == (False, True)
+    edit = {"file_path": "/app/lib/r.ex", "old_string": "nope", "new_string": "x"}
+    call(
+        "Edit", edit, "<tool_use_error>String to replace not found in file.</tool_use_error>", False
+    )
+    assert answer("/app/lib/r.ex")["known"] is True  # a failed edit changed nothing
+    call("Bash", {"command": "mix format"}, "")
+    assert answer("/app/lib/r.ex")["stale"] is True  # a formatter may have changed any file
+
+    shown = OUTPUTS["stress_bd_show"]
+    call("Bash", json.loads(shown["query"]), shown["output"])
+    call(
+        "Bash",
+        {"command": "bd update spotter-42 --status in_progress"},
+        "✓ Updated issue: spotter-42",
+    )
+    task = ContextItem.objects.get(key="current_task")
+    assert task.value == "spotter-42: Add max nightly rate filter to listings page"
+    assert task.evidence[-1]["what"] == "ran bd update spotter-42 --status in_progress"

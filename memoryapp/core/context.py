@@ -17,6 +17,7 @@ not by how much the session holds.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from django.db.models import F
@@ -76,6 +77,13 @@ def fit_lines(encoding, header: str, candidates: list, line_of, budget: int) -> 
     return Fitted(dropped=len(candidates))
 
 
+# Where a project's dependencies live: read to learn, never the files being worked on.
+_DEPENDENCY = re.compile(
+    r"/(?:site-packages|dist-packages|node_modules|deps|_build|\.venv|venv|vendor|target)/"
+    r"|^/usr/(?:lib|include|share)/"
+)
+
+
 def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionState:
     subtasks = list(
         Subtask.objects.filter(
@@ -88,19 +96,26 @@ def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionSta
     calls = list(
         ToolCall.objects.filter(session=session)
         .order_by("-id")
-        .values_list("tool", "file_path")[:RECENT_TOOL_CALLS]
+        .values_list("tool", "file_path", "kind")[:RECENT_TOOL_CALLS]
     )
+    cwd = session.cwd
     files: list[str] = []
     for item in items:
         if item.key in ("active_file", "active_files"):
             values = item.value if isinstance(item.value, list) else [item.value]
             files.extend(str(v) for v in values if v)
-    cwd = str((session.metadata or {}).get("cwd") or "")
-    for _, path in calls:
-        if path:
-            files.append(relative(path, cwd))
+    # Files it changed first, then files of the project it read (not its dependencies').
+    files += [relative(path, cwd) for _, path, kind in calls if path and kind == kinds.EDIT]
+    files += [
+        relative(path, cwd)
+        for _, path, kind in calls
+        if path
+        and kind != kinds.EDIT
+        and not _DEPENDENCY.search(path)
+        and (not cwd or path.startswith(cwd.rstrip("/") + "/") or not path.startswith("/"))
+    ]
     tools: list[str] = []
-    for tool, _ in calls:
+    for tool, _, _ in calls:
         if tool not in tools:
             tools.append(tool)
     return fmt.SessionState(

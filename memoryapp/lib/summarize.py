@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.context import base_test_command, same_runner, task_from_prompt
+from memoryapp.lib.extraction.context import same_runner, task_from_prompt
+from memoryapp.lib.extraction.kinds import compact_command
 from memoryapp.lib.extraction.text import one_line, sentences
 
 MAX_CHARS = 2400
@@ -143,12 +144,19 @@ def roll(
     return state
 
 
+def _same_task(a: str, b: str) -> bool:
+    """The same prompt, however each was cut (the task line and a prompt's first sentence)."""
+    a, b = a.rstrip(".…").casefold()[:100], b.rstrip(".…").casefold()[:100]
+    shorter = min(len(a), len(b))
+    return shorter > 0 and a[:shorter] == b[:shorter]
+
+
 def _said(state: dict, event: Said) -> None:
     if event.role == "user":
         task = task_from_prompt(event.text)
         if task and not state["task"]:
             state["task"] = task
-        elif task and task.rstrip(".") not in state["task"]:
+        elif task and not _same_task(task, state["task"]):
             _push(state["instructions"], f"{task} (message {event.seq})", NOTES_KEPT)
         return
     if event.role != "assistant":
@@ -198,7 +206,7 @@ def _command(state: dict, event: Did) -> None:
     if tests:
         run = tests[0]
         state["tests"] = {
-            "command": one_line(base_test_command(command) or command, 60),
+            "command": one_line(compact_command(command), 60),
             "result": one_line(str(run.get("summary", "")), 100),
             "passed": bool(run.get("passed")),
             "first_failure": one_line(str(run.get("first_failure") or ""), 120),
@@ -217,8 +225,13 @@ def _command(state: dict, event: Did) -> None:
     if event.success and (not tests or tests[0].get("passed")):
         _resolve(state, subject)
     elif not event.success or tests:
-        result = tests[0].get("summary") if tests else event.fact
-        text = one_line(f"`{one_line(command, 60)}`: {result}", SENTENCE_CHARS)
+        if tests:
+            text = one_line(
+                f"`{one_line(compact_command(command), 60)}`: {tests[0].get('summary')}",
+                SENTENCE_CHARS,
+            )
+        else:
+            text = one_line(event.fact, SENTENCE_CHARS)  # the fact names its command
         problem = {"subject": subject, "text": text, "seq": event.seq}
         state["problems"] = [p for p in state["problems"] if p["subject"] != subject]
         state["problems"] = (state["problems"] + [problem])[-NOTES_KEPT:]

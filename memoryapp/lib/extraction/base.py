@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.text import one_line, strip_wrappers
+from memoryapp.lib.extraction.text import one_line, sentences, strip_wrappers
 
 FACT_LIMIT = 300
 ERROR_LIMIT = 240
@@ -71,10 +71,12 @@ def looks_failed(output: str) -> bool:
 
 
 def error_text(call: ToolCallData) -> str:
-    """The tool's own error message, on one bounded line."""
+    """The tool's own error message: its first two sentences, on one bounded line
+    (tools pad their errors with advice: "To replace all occurrences, set …")."""
     text = call.clean.strip() or call.output.strip()
     text = re.sub(r"^\s*(?:Error|ERROR)\s*:\s*", "", text)
-    return one_line(text, ERROR_LIMIT) or "failed"
+    first = " ".join(sentences(text.split("\n\n")[0])[:2]) or text
+    return one_line(first, ERROR_LIMIT) or "failed"
 
 
 def failed(call: ToolCallData) -> bool:

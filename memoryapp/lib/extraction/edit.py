@@ -84,11 +84,13 @@ def extract(call: ToolCallData) -> Fact:
     text = call.clean
     if _SWE_REJECTED.search(text):
         reason = m.group(1) if (m := _SWE_ERRORS.search(text)) else "syntax error"
-        return Fact(f"edit rejected: {one_line(reason, 200)}", False, path, {"error": True})
+        prefix = f"edit of {path} rejected" if path else "edit rejected"
+        return Fact(f"{prefix}: {one_line(reason, 200)}", False, path, {"error": True})
+    where = f"edit of {path} failed: " if path else "edit failed: "
     if failed(call) or (looks_failed(call.output) and _EDIT_FAILED.search(text[:400])):
-        return failure(call, path)
+        return failure(call, path, prefix=where)
     if _EDIT_FAILED.search(text[:300]):
-        return failure(call, path)
+        return failure(call, path, prefix=where)
 
     name = call.tool.strip().casefold()
     command = (call.args or {}).get("command")

@@ -34,6 +34,7 @@ _AGENT_FOOTER = re.compile(r"^agentId: \S+.*$", re.MULTILINE)
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.+?)\s*#*\s*$")
 _BOLD_LINE = re.compile(r"^\s*\*\*(.+?)\*\*:?\s*$")
 _SKIP_LINE = re.compile(r"^\s*(?:-{3,}|={3,}|\*{3,}|```.*|\|.*\||<[^>]+>)\s*$")
+_SECTION = re.compile(r"^\s*#{1,3}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
@@ -87,7 +88,12 @@ def extract(call: ToolCallData) -> Fact:
     description = str(args.get("description") or args.get("task") or "").strip()
     if failed(call):
         return failure(call, prefix=f"{one_line(description, 80)}: " if description else "")
-    report = substance(_result_text(call), 280)
+    text = _result_text(call)
+    report = substance(text, 240)
+    # A long report's own sections say what else it covers.
+    headings = [one_line(h.strip("*: "), 40) for h in _SECTION.findall(text)][1:6]
+    if headings:
+        report += f" (sections: {', '.join(headings)})"
     details = {k: call.detail(k) for k in ("agentId", "totalToolUseCount") if call.detail(k)}
     head = f"{one_line(description, 80)}: " if description else ""
     return Fact(f"{head}{report or 'no report'}", True, details=details)

@@ -89,8 +89,11 @@ def extract_search(call: ToolCallData) -> Fact:
         for title, url in results[:RESULTS_SHOWN]
     )
     more = ", …" if len(results) > RESULTS_SHOWN else ""
+    # Claude Code's WebSearch answers the query after its links: keep the answer's start.
+    after = _LINKS.split(text, maxsplit=1)[-1] if _LINKS.search(text) else ""
+    answer = substance(after, 160) if after.strip() else ""
     return Fact(
-        f"{plural(len(results), 'result')}: {shown}{more}",
+        f"{plural(len(results), 'result')}: {shown}{more}" + (f" — {answer}" if answer else ""),
         True,
         details={"results": len(results), "urls": [u for _, u in results[:10]]},
     )
