@@ -1073,8 +1073,21 @@ def _collect(language: str, data: bytes) -> tuple[list[Definition], Node]:
         if anchor is None and grammar.anchors:
             anchor = _child_of_type(node, *grammar.anchors)
         line = (anchor or node).start_point.row + 1
+        if anchor is None and named.kind in ("function", "method", "constructor"):
+            line += _name_row(node, named.name)
         found.append(Definition(named.name, named.kind, line, named.public, parent))
     return found, root
+
+
+def _name_row(node, name: str) -> int:
+    """Rows from the node's start to its name: a C++ function's name sits in its
+    declarator, and error recovery in a cut window can start the node lines earlier."""
+    words = re.findall(r"[A-Za-z_]\w*", name)
+    text = node.text or b""
+    if not words:
+        return 0
+    match = re.search(rb"(?<![\w])" + re.escape(words[-1].encode()) + rb"(?![\w])", text)
+    return text[: match.start()].count(b"\n") if match else 0
 
 
 _PY_HEADER = re.compile(rb"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
