@@ -12,7 +12,8 @@ after each turn). Before each turn, every tool call in it is checked with
   must name min(3, n) of the n definitions (a manifest: its project name);
 - searches whose count is right: against the tool's own count (Claude Code's `numFiles`
   and `numMatches`, SWE-agent's "Found N matches") or the output's match lines;
-- shell runs with a test summary whose fact keeps it (its failure and pass counts);
+- shell runs with a test summary whose fact keeps it (its failure and pass counts) and
+  whose finding is unsuccessful exactly when tests failed (a pipe's exit status aside);
 - distinct calls left without their own finding: at the end, a distinct call whose
   finding is missing, or holds another call's fact;
 - false "known": a first-time call checked as known, and a look-alike that was never
@@ -256,7 +257,13 @@ def check_search(tally: Tally, call: dict, fact: str) -> None:
         tally.note("search with a wrong count", f"{call.get('query')}: expected {expected}: {fact}")
 
 
-def check_shell(tally: Tally, call: dict, fact: str) -> None:
+# Which of TEST_SUMMARY's groups count failures.
+FAILURE_GROUPS = (1, 5, 7, 8, 11)
+
+
+def check_shell(tally: Tally, call: dict, fact: str, success: bool | None) -> None:
+    """A run with a test summary keeps its counts, and its finding says it failed exactly
+    when tests failed (whatever the exit status of a pipe said)."""
     output = call.get("output") or ""
     found = list(TEST_SUMMARY.finditer(output))
     if not found:
@@ -268,11 +275,14 @@ def check_shell(tally: Tally, call: dict, fact: str) -> None:
         numbers = [passed, failed]
     else:
         numbers = [int(n) for n in found[-1].groups() if n is not None]
+        failed = sum(int(found[-1].group(g) or 0) for g in FAILURE_GROUPS)
     kept = all(re.search(rf"(?<![\d.]){n}(?![\d.])", fact) for n in numbers)
-    tally.test_runs_kept += kept
-    if not kept:
+    verdict = success is None or success == (failed == 0)
+    tally.test_runs_kept += kept and verdict
+    if not (kept and verdict):
         tally.note(
-            "test run without its summary", f"{call.get('query')}: {found[-1].group(0)} → {fact}"
+            "test run without its summary or verdict",
+            f"{call.get('query')}: {found[-1].group(0)} → {fact} (success={success})",
         )
 
 
@@ -344,7 +354,7 @@ def measure_session(client, session, tally: Tally) -> dict:
         elif row.kind == "search" and name in SEARCH_TOOLS:
             check_search(tally, call, fact)
         elif row.kind == "shell" and name in SHELL_TOOLS:
-            check_shell(tally, call, fact)
+            check_shell(tally, call, fact, row.fact_success)
     for row in last_of.values():
         tally.distinct_calls += 1
         finding = row.finding

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
-from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session, Subtask
+from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session, Subtask, ToolCall
+from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from tests.conftest import turn
@@ -310,3 +311,22 @@ def test_no_budget_is_ever_exceeded(db, sizes, roles, confidences, items, total)
     kept_items = body["working_context_items"]
     all_conf = sorted(((i % 10) / 10 for i in range(len(items))), reverse=True)
     assert [k["confidence"] for k in kept_items] == all_conf[: len(kept_items)]
+
+
+def test_rolling_the_summary_reads_a_bounded_number_of_queries(
+    api, agent, django_assert_max_num_queries, django_capture_on_commit_callbacks, in_process_tasks
+):
+    """Each pruned tool call's fact comes with its call, not from a query of its own."""
+    agent.max_messages = 4
+    agent.save()
+    for i in range(30):
+        body = turn(
+            ("user", f"step {i}"),
+            tool_calls=[{"tool": "Bash", "query": {"command": f"echo {i}"}, "output": str(i)}],
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            api.post(BASE + "/sessions/s1/turns", body)
+    session = Session.objects.get()
+    assert ToolCall.objects.exclude(kind="").count() == 30  # extracted: facts on the calls
+    with django_assert_max_num_queries(12):
+        summarize_pruned(session, session.message_count - 4)

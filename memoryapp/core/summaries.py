@@ -94,7 +94,7 @@ def _events(session: Session, first: int, last: int) -> list:
         ToolCall.objects.filter(
             session=session, turn__last_seq__gte=first, turn__last_seq__lte=last
         )
-        .select_related("turn")
+        .select_related("turn", "finding")
         .order_by("turn__iteration", "id")
     )
     events: list = [
