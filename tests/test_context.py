@@ -330,3 +330,19 @@ def test_rolling_the_summary_reads_a_bounded_number_of_queries(
     assert ToolCall.objects.exclude(kind="").count() == 30  # extracted: facts on the calls
     with django_assert_max_num_queries(12):
         summarize_pruned(session, session.message_count - 4)
+
+
+def test_a_long_backlog_is_summarised_over_several_calls_oldest_first(api, agent, monkeypatch):
+    from memoryapp.core import summaries
+
+    monkeypatch.setattr(summaries, "MAX_MESSAGES_PER_CALL", 4)
+    agent.max_messages = 2
+    agent.save()
+    session = fill(agent, "s1", 6)  # 12 messages; 10 pruned
+    first = summaries.summarize_pruned(session, 10)
+    assert first["covers_through_seq"] == 4
+    assert "Messages 5–10 are not summarised yet." in first["text"]
+    assert summaries.summarize_pruned(session, 10)["covers_through_seq"] == 8
+    done = summaries.summarize_pruned(session, 10)
+    assert done["covers_through_seq"] == 10 and "not summarised" not in done["text"]
+    assert done["text"].startswith("Task: message 0")  # the oldest messages were read first

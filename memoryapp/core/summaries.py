@@ -143,8 +143,9 @@ def _events(session: Session, first: int, last: int) -> list:
 def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
     forward over what was pruned since the last time. None when nothing was pruned.
-    At most `MAX_MESSAGES_PER_CALL` messages are read in one call; a span beyond that is
-    named in the summary as not yet summarised, never silently dropped."""
+    At most `MAX_MESSAGES_PER_CALL` messages are read in one call, oldest first; the span
+    beyond is named in the summary as not summarised yet, and the next calls go on from
+    where this one stopped (`covers_through_seq` says how far it got)."""
     if pruned_through <= 0:
         return None
     covered = session.summary_through_seq
@@ -159,9 +160,9 @@ def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
                 lines = _model_summary(previous, task, events)
                 state = session.summary_state
             else:
-                skipped = (end + 1, pruned_through) if end < pruned_through else None
+                pending = (end + 1, pruned_through) if end < pruned_through else None
                 state = summarize.roll(
-                    session.summary_state, task, events, cwd=_cwd(session), skipped=skipped
+                    session.summary_state, task, events, cwd=_cwd(session), pending=pending
                 )
                 lines = summarize.render(state)
         except Exception as exc:  # any failure: keep the last good summary, say stale
@@ -179,11 +180,11 @@ def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
         Session.objects.filter(pk=session.pk, summary_through_seq=covered).update(
             summary=text,
             summary_state=state,
-            summary_through_seq=pruned_through,
+            summary_through_seq=end,
             summary_updated_at=timezone.now(),
             summary_error="",
         )
-        session.summary, session.summary_through_seq = text, pruned_through
+        session.summary, session.summary_through_seq = text, end
         session.summary_state = state
     return {
         "text": session.summary,

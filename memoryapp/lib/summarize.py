@@ -117,20 +117,18 @@ def roll(
     events: Iterable[Said | Did],
     *,
     cwd: str = "",
-    skipped: tuple[int, int] | None = None,
+    pending: tuple[int, int] | None = None,
 ) -> dict:
     """The state after more of the session was pruned. `events` are in seq order;
-    `skipped` is a (first, last) seq range that was pruned but not read (the per-call
-    bound was reached), shown as not yet summarised."""
+    `pending` is the (first, last) seq range pruned but not read yet (the per-call bound
+    was reached), shown as not summarised yet until a later roll reads it."""
     state = dict(state) if isinstance(state, dict) and "edited" in state else empty_state()
     for name in ("created", "commands", "decisions", "progress", "problems", "instructions"):
         state[name] = list(state[name])
     state["edited"] = dict(state["edited"])
-    state["unsummarised"] = list(state.get("unsummarised") or [])
     if task and not state["task"]:
         state["task"] = one_line(task, 240)
-    if skipped:
-        state["unsummarised"] = (state["unsummarised"] + [list(skipped)])[-3:]
+    state["unsummarised"] = [list(pending)] if pending else []
     for event in events:
         state["through_seq"] = max(state["through_seq"], event.seq)
         if not state["first_seq"]:
@@ -257,7 +255,7 @@ def render(state: dict | None) -> list[str]:
             f"({state['reads']} reads, {state['searches']} searches)."
         )
     for first, last in state.get("unsummarised") or []:
-        lines.append(f"Messages {first}–{last} were pruned before they could be summarised.")
+        lines.append(f"Messages {first}–{last} are not summarised yet.")
     if state["created"]:
         lines.append(f"Files created: {_listing(state['created'])}")
     if state["edited"]:
