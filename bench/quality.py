@@ -378,7 +378,9 @@ def measure_session(client, session, tally: Tally) -> dict:
         item.key: {
             "value": item.value,
             "confidence": item.confidence,
-            "evidence": len(item.evidence or []),
+            "evidence": "; ".join(
+                f"turn {e.get('turn')}: {e.get('what')}" for e in (item.evidence or [])[-2:]
+            ),
         }
         for item in items
     } | {"_findings": Finding.objects.filter(session=stored).count(), "_calls": len(rows)}
@@ -443,7 +445,7 @@ def report(per_source: dict[str, Tally], contexts, expected: dict, examples: boo
             f"{share(t.flagged_stale, t.rereads_after_edit)} |"
         )
     print()
-    print("Working context inferred (value, confidence, pieces of evidence):")
+    print("Working context inferred (value, confidence, the latest evidence):")
     right = wrong = 0
     for source, key, context in contexts:
         items = {k: v for k, v in context.items() if not k.startswith("_")}

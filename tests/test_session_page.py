@@ -316,3 +316,26 @@ def test_objects_of_another_agent_are_404_through_an_agent_the_user_may_edit(age
     # Nor is another agent's text reachable by search.
     hits = client.get("/agents/coder/search/", {"q": "private"}).context["hits"]
     assert hits == []
+
+
+def test_findings_and_inferred_context_show_where_they_came_from(session, viewer):
+    """Provenance: a finding links to the message it came from; an inferred item lists
+    its evidence, each piece a link to its message."""
+    from memoryapp.core import workers
+    from memoryapp.core.models import ExtractionJob
+
+    for job in ExtractionJob.objects.order_by("id"):
+        assert workers.run_extraction(job.pk) == "done"
+    finding = Finding.objects.get(query="q9")
+    assert (finding.turn.iteration, finding.message.seq) == (11, 21)
+    task = ContextItem.objects.get(key="current_task")
+    assert task.source == "inferred" and task.evidence
+    html = viewer.get("/agents/coder/sessions/s1/").content.decode()
+    item = html[html.index(f'id="item-finding-{finding.pk}"') :]
+    item = item[: item.index("</div>\n</div>") if "</div>\n</div>" in item else 2000]
+    assert 'class="meta provenance"' in item and "from turn 11" in item
+    assert 'href="/agents/coder/sessions/s1/#msg-21"' in item
+    evidence = html[html.index(f'id="item-context_item-{task.pk}"') :]
+    ref = task.evidence[-1]
+    assert f'href="/agents/coder/sessions/s1/#msg-{ref["seq"]}"' in evidence[:3000]
+    assert f"turn {ref['turn']}, message #{ref['seq']}</a>: {ref['what']}" in evidence[:3000]
