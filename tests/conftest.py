@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,6 +63,26 @@ def keep_connection_open(monkeypatch):
     each of its own requests.)"""
     for connection in connections.all():
         monkeypatch.setattr(connection, "close_if_unusable_or_obsolete", lambda: None)
+
+
+# Real tool calls and outputs from agent transcripts (tests/fixtures/SOURCE.txt says whence).
+TOOL_OUTPUTS: dict[str, dict] = json.loads(
+    (Path(__file__).parent / "fixtures" / "tool_outputs.json").read_text()
+)
+
+
+def tool_call(name: str, **overrides: Any):
+    """The fixture call `name` as extraction takes it (`ToolCallData`)."""
+    from memoryapp.lib.extraction import ToolCallData
+
+    call = {**TOOL_OUTPUTS[name], **overrides}
+    return ToolCallData(
+        call["tool"],
+        call["query"],
+        call["output"],
+        call.get("success"),
+        details=call.get("details"),
+    )
 
 
 @pytest.fixture

@@ -12,22 +12,14 @@ import pytest
 from memoryapp.lib.extraction import call_key, extract, finding_from_tool, kind_of
 from memoryapp.lib.extraction.base import ToolCallData
 from memoryapp.lib.extraction.kinds import TOOL_KINDS, group_of, shell_words
+from tests.conftest import TOOL_OUTPUTS, tool_call
 
 HERE = Path(__file__).resolve().parent
-OUTPUTS = json.loads((HERE / "fixtures" / "tool_outputs.json").read_text())
+OUTPUTS = TOOL_OUTPUTS
 
 
 def real(name, **overrides):
-    call = {**OUTPUTS[name], **overrides}
-    return extract(
-        ToolCallData(
-            call["tool"],
-            call["query"],
-            call["output"],
-            call.get("success"),
-            details=call.get("details"),
-        )
-    )
+    return extract(tool_call(name, **overrides))
 
 
 def claude(tool, args, output, success=None, details=None):

@@ -2,29 +2,18 @@
 forward without re-reading, and stays bounded."""
 
 import json
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryapp.lib.extraction import ToolCallData, extract
+from memoryapp.lib.extraction import extract
 from memoryapp.lib.summarize import MAX_CHARS, MAX_LINES, Did, Said, render, roll
-
-OUTPUTS = json.loads((Path(__file__).parent / "fixtures" / "tool_outputs.json").read_text())
+from tests.conftest import tool_call
 
 
 def did(seq, name):
     """A real tool call from the fixtures, as the summary sees it."""
-    call = OUTPUTS[name]
-    found = extract(
-        ToolCallData(
-            call["tool"],
-            call["query"],
-            call["output"],
-            call.get("success"),
-            details=call.get("details"),
-        )
-    )
+    found = extract(tool_call(name))
     return Did(
         seq,
         found.kind,

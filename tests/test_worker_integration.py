@@ -5,7 +5,6 @@ Needs REDIS_URL=redis://... (a real broker); `.ci/run` runs these in its Postgre
 Redis pass. The worker is a separate process on the test database.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -23,9 +22,10 @@ from memoryapp import celery_app
 from memoryapp.core import workers
 from memoryapp.core.models import Agent, ApiKey, ContextItem, ExtractionJob, Finding
 from memoryapp.core.tasks import extract_turn
+from tests.conftest import TOOL_OUTPUTS
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUTS = json.loads((ROOT / "tests" / "fixtures" / "tool_outputs.json").read_text())
+OUTPUTS = TOOL_OUTPUTS
 
 pytestmark = [
     pytest.mark.skipif(

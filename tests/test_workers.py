@@ -32,9 +32,10 @@ from memoryapp.core.models import (
     Turn,
 )
 from memoryapp.core.tasks import extract_turn
+from tests.conftest import TOOL_OUTPUTS
 
 BASE = "/api/v1"
-OUTPUTS = json.load(open("tests/fixtures/tool_outputs.json"))
+OUTPUTS = TOOL_OUTPUTS
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ manifests, test runs, claimed issues) and what it was told (prompts), with confi
 grow with the evidence and the references they rest on."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from memoryapp.lib.extraction.context import (
     observe,
     task_from_prompt,
 )
+from tests.conftest import TOOL_OUTPUTS
 
-OUTPUTS = json.loads((Path(__file__).parent / "fixtures" / "tool_outputs.json").read_text())
+OUTPUTS = TOOL_OUTPUTS
 
 
 def observe_call(tally, turn, tool, query, output, success=None, details=None, cwd="/app"):
