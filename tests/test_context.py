@@ -346,3 +346,19 @@ def test_a_long_backlog_is_summarised_over_several_calls_oldest_first(api, agent
     done = summaries.summarize_pruned(session, 10)
     assert done["covers_through_seq"] == 10 and "not summarised" not in done["text"]
     assert done["text"].startswith("Task: message 0")  # the oldest messages were read first
+
+
+def test_the_summary_never_covers_what_the_conversation_keeps(api, agent):
+    """A call with a tiny budget prunes (and summarises) everything; a later call that
+    keeps the newest messages gets a summary that stops before them (issue 10)."""
+    fill(agent, "s1", 60)  # 120 messages
+    tiny = api.get(BASE + "/sessions/s1/context", {"token_budget": 0}).json()
+    assert tiny["conversation"] == [] and tiny["summary"]["covers_through_seq"] == 120
+    body = api.get(BASE + "/sessions/s1/context", {"token_budget": 4000}).json()
+    first_kept = body["conversation"][0]["seq"]
+    assert 1 < first_kept <= 120
+    assert body["summary"]["covers_through_seq"] == first_kept - 1
+    assert "Covers messages 1–" + str(first_kept - 1) in body["summary"]["text"]
+    # and back: the stored summary follows the latest call either way
+    again = api.get(BASE + "/sessions/s1/context", {"token_budget": 0}).json()
+    assert again["summary"]["covers_through_seq"] == 120

@@ -339,3 +339,28 @@ def test_findings_and_inferred_context_show_where_they_came_from(session, viewer
     ref = task.evidence[-1]
     assert f'href="/agents/coder/sessions/s1/#msg-{ref["seq"]}"' in evidence[:3000]
     assert f"turn {ref['turn']}, message #{ref['seq']}</a>: {ref['what']}" in evidence[:3000]
+
+
+def test_the_page_shows_the_summary_and_budget_the_agent_would_get(session, viewer, agent):
+    """Before the agent ever asked for its context, the page computes the summary, and
+    its numbers are the API's for the same session (issue 10)."""
+    from django.test import Client
+
+    response = viewer.get("/agents/coder/sessions/s1/")
+    page = response.context
+    assert page["summary"] is not None and page["summary"]["text"].startswith("Task: ")
+    assert "Summary of pruned history" in response.content.decode()
+    key = ApiKey.issue(agent)[1]
+    api = (
+        Client()
+        .get("/api/v1/sessions/s1/context", headers={"Authorization": f"Bearer {key}"})
+        .json()
+    )
+    assert {b["label"]: b["used"] for b in page["bars"]} == {
+        "System": api["token_counts"]["system"],
+        "Conversation": api["token_counts"]["conversation"],
+        "Working context": api["token_counts"]["working"],
+        "Long-term memory": api["token_counts"]["long_term"],
+    }
+    assert page["total_tokens"] == api["token_counts"]["total"]
+    assert page["summary"]["text"] == api["summary"]["text"]

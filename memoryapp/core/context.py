@@ -231,8 +231,9 @@ def assemble_context(
     query_hint: str = "",
     record_access: bool = True,
 ) -> dict:
-    """`record_access=False` for people looking (the dashboard): reading then neither
-    counts as the agent accessing its memories nor rolls the stored summary forward."""
+    """`record_access=False` for people looking (the dashboard): reading then does not
+    count as the agent accessing its memories. The summary of pruned history is computed
+    either way, so a person sees exactly what the agent would get."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
     budget = allocate_budget(
@@ -310,18 +311,7 @@ def assemble_context(
     # System: session state and the summary of what the conversation pruned.
     kept_other = [m["seq"] for m in conversation if m["role"] != "system"]
     pruned_through = (kept_other[0] - 1) if kept_other else session.message_count
-    summary = None
-    if history["pruned_count"]:
-        if record_access:
-            summary = summarize_pruned(session, pruned_through)
-        elif session.summary:
-            summary = {
-                "text": session.summary,
-                "covers_through_seq": session.summary_through_seq,
-                "stale": bool(session.summary_error)
-                or session.summary_through_seq < pruned_through,
-                "error": session.summary_error or None,
-            }
+    summary = summarize_pruned(session, pruned_through) if history["pruned_count"] else None
     state_text = fmt.state_section(_session_state(session, items))
     summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
     system_text, system_tokens = "", 0

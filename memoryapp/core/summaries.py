@@ -25,6 +25,8 @@ from memoryapp.lib.extraction.text import one_line
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_CALL = 5000
+# Earlier states kept with the summary, to roll again from when a call prunes less.
+CHECKPOINTS = 6
 
 
 class SummarizerError(Exception):
@@ -140,44 +142,67 @@ def _events(session: Session, first: int, last: int) -> list:
     return events
 
 
+def _rewound(session: Session, pruned_through: int) -> tuple[dict | None, list[dict], int]:
+    """Where to roll from: the stored state and its checkpoints, or, when the stored
+    summary already covers more than this call prunes (an earlier call had a smaller
+    budget), the latest checkpoint that does not — the summary and the kept run never
+    overlap. Answers (state, checkpoints, the seq it covers through)."""
+    state = session.summary_state if isinstance(session.summary_state, dict) else None
+    checkpoints = list((state or {}).get("checkpoints") or [])
+    head = {k: v for k, v in (state or {}).items() if k != "checkpoints"} or None
+    covered = session.summary_through_seq
+    if covered <= pruned_through:
+        return head, checkpoints, covered
+    earlier = [c for c in checkpoints if c.get("through_seq", 0) <= pruned_through]
+    base = max(earlier, key=lambda c: c["through_seq"]) if earlier else None
+    kept = [c for c in checkpoints if base is None or c["through_seq"] < base["through_seq"]]
+    return base, kept, base["through_seq"] if base else 0
+
+
 def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
     forward over what was pruned since the last time. None when nothing was pruned.
     At most `MAX_MESSAGES_PER_CALL` messages are read in one call, oldest first; the span
     beyond is named in the summary as not summarised yet, and the next calls go on from
-    where this one stopped (`covers_through_seq` says how far it got)."""
+    where this one stopped (`covers_through_seq` says how far it got). A summary never
+    covers a message the caller keeps: when the stored one reaches further (a call with a
+    smaller budget pruned more), it is rolled again from an earlier checkpoint."""
     if pruned_through <= 0:
         return None
-    covered = session.summary_through_seq
-    if covered < pruned_through:
+    stored = session.summary_through_seq
+    base, checkpoints, covered = _rewound(session, pruned_through)
+    if covered < pruned_through or covered != stored:
         start = covered + 1
         end = min(pruned_through, start + MAX_MESSAGES_PER_CALL - 1)
         try:
-            events = _events(session, start, end)
+            events = _events(session, start, end) if start <= end else []
             task = _task(session)
             if settings.MEMORYAPP_SUMMARIZER_URL:
-                previous = session.summary.splitlines() if session.summary else []
+                previous = (
+                    session.summary.splitlines() if session.summary and covered == stored else []
+                )
                 lines = _model_summary(previous, task, events)
-                state = session.summary_state
+                state = base
             else:
                 pending = (end + 1, pruned_through) if end < pruned_through else None
-                state = summarize.roll(
-                    session.summary_state, task, events, cwd=_cwd(session), pending=pending
-                )
+                state = summarize.roll(base, task, events, cwd=_cwd(session), pending=pending)
                 lines = summarize.render(state)
+                if base is not None and base.get("through_seq", 0) < state["through_seq"]:
+                    checkpoints = (checkpoints + [base])[-CHECKPOINTS:]
+                state = {**state, "checkpoints": checkpoints}
         except Exception as exc:  # any failure: keep the last good summary, say stale
             logger.warning("summary of session %s failed: %s", session.pk, exc)
             error = str(exc)[:500]
             Session.objects.filter(pk=session.pk).update(summary_error=error)
             return {
-                "text": session.summary,
-                "covers_through_seq": covered,
+                "text": session.summary if stored <= pruned_through else "",
+                "covers_through_seq": min(stored, pruned_through),
                 "stale": True,
                 "error": error,
             }
         text = "\n".join(lines)
         # Conditional: of two concurrent restores, the first to finish stores its summary.
-        Session.objects.filter(pk=session.pk, summary_through_seq=covered).update(
+        Session.objects.filter(pk=session.pk, summary_through_seq=stored).update(
             summary=text,
             summary_state=state,
             summary_through_seq=end,
