@@ -222,3 +222,22 @@ def test_findings_and_context_items_are_edited_the_same_way(agent, editor, viewe
     )
     page = editor.get("/agents/coder/sessions/s1/").content.decode()
     assert f'id="item-finding-{finding.pk}"' in page and f'id="item-context_item-{item.pk}"' in page
+
+
+def test_searching_memories_of_one_session_finds_them_past_the_first_page(agent, viewer):
+    """The session filter narrows the search in the query itself: a filter applied after
+    the page limit lost the session's matches and said there were no more (issue 10)."""
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.dashboard.editing import PAGE
+
+    for key in ("s1", "s2"):
+        append_turn(agent, key, TurnInput([MessageInput("user", "hi")]))
+    s1, s2 = Session.objects.get(key="s1"), Session.objects.get(key="s2")
+    for i in range(PAGE + 5):  # outrank s1's memory: many more mentions of the word
+        Memory.objects.create(agent=agent, session=s2, content=f"parser parser note {i}")
+    Memory.objects.create(agent=agent, session=s1, content="the parser keeps tokens")
+    page = viewer.get("/agents/coder/memories/", {"q": "parser", "session": "s1"}).context
+    assert [m.content for m in page["memories"]] == ["the parser keeps tokens"]
+    assert page["next_offset"] is None
+    many = viewer.get("/agents/coder/memories/", {"q": "parser", "session": "s2"}).context
+    assert len(many["memories"]) == PAGE and many["next_offset"] == PAGE

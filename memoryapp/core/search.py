@@ -68,6 +68,7 @@ def search(
     memory_status: str | None = "active",
     memory_type: str | None = None,
     min_confidence: float | None = None,
+    memory_session: str | None = None,
     now: datetime | None = None,
 ) -> list[Hit]:
     words = terms(query)
@@ -75,9 +76,9 @@ def search(
         return []
     now = now or timezone.now()
     if connection.vendor == "postgresql":
-        sql, params = _postgres(agent, words, kinds, memory_status, now)
+        sql, params = _postgres(agent, words, kinds, memory_status, memory_session, now)
     else:
-        sql, params = _sqlite(agent, words, kinds, memory_status, now)
+        sql, params = _sqlite(agent, words, kinds, memory_status, memory_session, now)
     # Memory filters apply to the union's memory rows only (their `status` is set).
     if memory_type is not None:
         sql += " WHERE (kind <> 'memory' OR role = %s)"
@@ -107,7 +108,22 @@ def search(
     ]
 
 
-def _sqlite(agent, words, kinds, memory_status, now):
+def _memory_filters(agent, memory_status, memory_session) -> tuple[str, list]:
+    """SQL and parameters narrowing memory rows by status and by the session they were
+    learned in, inside the query: a filter after the LIMIT would lose matches."""
+    sql, params = "", []
+    if memory_status:
+        sql += " AND mem.status = %s"
+        params.append(memory_status)
+    if memory_session:
+        sql += (
+            " AND mem.session_id IN (SELECT id FROM core_session WHERE agent_id = %s AND key = %s)"
+        )
+        params += [agent.pk, memory_session]
+    return sql, params
+
+
+def _sqlite(agent, words, kinds, memory_status, memory_session, now):
     match = " OR ".join('"' + w.replace('"', "") + '"' for w in words)
     parts, params = [], []
     if "message" in kinds:
@@ -133,7 +149,7 @@ def _sqlite(agent, words, kinds, memory_status, now):
         )
         params += [match, agent.pk, now]
     if "memory" in kinds:
-        status_sql = " AND mem.status = %s" if memory_status else ""
+        status_sql, status_params = _memory_filters(agent, memory_status, memory_session)
         parts.append(
             "SELECT 'memory' AS kind, mem.id AS id, -bm25(core_memory_fts) AS rank, "
             "snippet(core_memory_fts, 0, char(2), char(3), '…', 16) AS snippet, "
@@ -142,11 +158,11 @@ def _sqlite(agent, words, kinds, memory_status, now):
             "FROM core_memory_fts JOIN core_memory mem ON mem.id = core_memory_fts.rowid "
             "WHERE core_memory_fts MATCH %s AND mem.agent_id = %s" + status_sql
         )
-        params += [match, agent.pk] + ([memory_status] if memory_status else [])
+        params += [match, agent.pk] + status_params
     return "SELECT * FROM (" + " UNION ALL ".join(parts) + ")", params
 
 
-def _postgres(agent, words, kinds, memory_status, now):
+def _postgres(agent, words, kinds, memory_status, memory_session, now):
     tsquery = " | ".join(words)
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=12, MaxFragments=2"
     parts, params = [], []
@@ -177,7 +193,7 @@ def _postgres(agent, words, kinds, memory_status, now):
         )
         params += [options, tsquery, agent.pk, now]
     if "memory" in kinds:
-        status_sql = " AND mem.status = %s" if memory_status else ""
+        status_sql, status_params = _memory_filters(agent, memory_status, memory_session)
         parts.append(
             "SELECT 'memory' AS kind, mem.id AS id, "
             "ts_rank(to_tsvector('english'::regconfig, mem.content), q) AS rank, "
@@ -188,7 +204,7 @@ def _postgres(agent, words, kinds, memory_status, now):
             "WHERE to_tsvector('english'::regconfig, mem.content) @@ q "
             "AND mem.agent_id = %s" + status_sql
         )
-        params += [options, tsquery, agent.pk] + ([memory_status] if memory_status else [])
+        params += [options, tsquery, agent.pk] + status_params
     return "SELECT * FROM (" + " UNION ALL ".join(parts) + ") AS hits", params
 
 
@@ -218,11 +234,10 @@ def recall_memories(
             memory_status=None if status == "all" else status,
             memory_type=memory_type or None,
             min_confidence=min_confidence or None,
+            memory_session=session_key or None,
         )
         by_id = Memory.objects.select_related("session").in_bulk([h.id for h in hits])
         found = [by_id[h.id] for h in hits if h.id in by_id]
-        if session_key:
-            found = [m for m in found if m.session and m.session.key == session_key]
     else:
         memories = Memory.objects.for_agent(agent).select_related("session")
         if status != "all":
