@@ -241,3 +241,40 @@ def test_searching_memories_of_one_session_finds_them_past_the_first_page(agent,
     assert page["next_offset"] is None
     many = viewer.get("/agents/coder/memories/", {"q": "parser", "session": "s2"}).context
     assert len(many["memories"]) == PAGE and many["next_offset"] == PAGE
+
+
+def test_every_offered_revert_does_something_and_others_are_refused(memory, editor):
+    """Reverting the "add" of a fact that was replaced since would change nothing: it is
+    not offered, and posting it anyway is a 409 that changes nothing (issue 10)."""
+    editor.post(
+        url(memory),
+        {"content": "The API is v2", "memory_type": "fact", "confidence": "0.8"},
+        headers=HX,
+    )
+    replacement = Memory.objects.get(content="The API is v2")
+    history = editor.get(url(replacement, "history"), headers=HX).content.decode()
+    add_of_old = MemoryEvent.objects.get(target_id=memory.pk, action="add")
+    replaced = MemoryEvent.objects.filter(target_id=memory.pk, action="update").latest("id")
+    assert f"/revert/{add_of_old.pk}/" not in history  # not offered
+    assert f"/revert/{replaced.pk}/" in history  # offered, and says what it does
+    assert "bring back “The API is v1” and archive the fact that replaced it" in history
+    events_before = MemoryEvent.objects.count()
+    refused = editor.post(
+        f"/agents/coder/items/memory/{memory.pk}/revert/{add_of_old.pk}/",
+        {"shown_as": replacement.pk},
+        headers=HX,
+    )
+    assert refused.status_code == 409
+    assert MemoryEvent.objects.count() == events_before
+    assert Memory.objects.get(pk=replacement.pk).status == "active"
+    # The add of the fact on screen forgets it, with its own history row.
+    add_of_new = MemoryEvent.objects.get(target_id=replacement.pk, action="add")
+    done = editor.post(
+        f"/agents/coder/items/memory/{replacement.pk}/revert/{add_of_new.pk}/", headers=HX
+    )
+    assert done.status_code == 200
+    assert Memory.objects.get(pk=replacement.pk).status == "archived"
+    assert MemoryEvent.objects.filter(target_id=replacement.pk).latest("id").action == "delete"
+    # Now its add changes nothing more: no longer offered.
+    again = editor.get(url(replacement, "history"), headers=HX).content.decode()
+    assert f"/revert/{add_of_new.pk}/" not in again

@@ -23,6 +23,12 @@ from memoryapp.lib.tokens import DEFAULT_ENCODING
 CONFIDENCE_RANGE = Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
 
 
+def _changes(before: dict, now: dict, fields: tuple[str, ...]) -> str:
+    """The fields whose value `before` differs from `now`, as "field: value, …"."""
+    changed = [f for f in fields if f in before and before[f] != now.get(f)]
+    return ", ".join(f"{f.replace('_', ' ')}: {str(before[f])[:60]}" for f in changed)
+
+
 class Agent(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     ttl_seconds = models.PositiveIntegerField(default=3600)
@@ -547,6 +553,24 @@ class Finding(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
         self.delete()
 
+    REVERTIBLE = ("tool", "query", "fact", "step", "success", "file_path")
+
+    def revert_plan(self, event: MemoryEvent) -> str | None:
+        """What reverting `event` would do, in words; None when nothing."""
+        if event.before is None:
+            return "delete this finding"
+        changes = _changes(event.before, self.snapshot(), self.REVERTIBLE)
+        return f"restore {changes}" if changes else None
+
+    def revert(self, event: MemoryEvent, actor: str) -> Finding | None:
+        """Undo one change: undoing the add deletes the finding (None is answered);
+        undoing a change restores what it held before, as a person's correction."""
+        if event.before is None:
+            self.remove(actor)
+            return None
+        self.edit(actor, **{k: event.before[k] for k in self.REVERTIBLE if k in event.before})
+        return self
+
     def edit(self, actor: str, **changes) -> bool:
         """A person's correction: the finding becomes `manual` (extraction leaves it be)."""
         before = self.snapshot()
@@ -642,6 +666,29 @@ class ContextItem(models.Model):
     def remove(self, actor: str) -> None:
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
         self.delete()
+
+    def revert_plan(self, event: MemoryEvent) -> str | None:
+        """What reverting `event` would do, in words; None when nothing."""
+        if event.before is None:
+            return "remove this item"
+        changes = _changes(event.before, self.snapshot(), ("value", "confidence"))
+        return f"restore {changes}" if changes else None
+
+    def revert(self, event: MemoryEvent, actor: str) -> ContextItem | None:
+        """Undo one change: undoing the add removes the item (None is answered); undoing
+        a change sets the value and confidence it had before, as a person's value."""
+        if event.before is None:
+            self.remove(actor)
+            return None
+        item, _ = ContextItem.put(
+            self.session,
+            self.key,
+            event.before["value"],
+            source=self.Source.MANUAL,
+            confidence=event.before["confidence"],
+            actor=actor,
+        )
+        return item
 
 
 class MemoryQuerySet(models.QuerySet):
@@ -821,6 +868,21 @@ class Memory(models.Model):
         self.save(update_fields=["status", "updated_at"])
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, before, self.snapshot(), actor)
         return True
+
+    def revert_plan(self, event: MemoryEvent) -> str | None:
+        """What reverting `event` (a change of this memory) would do, in words; None when
+        it would do nothing, so it is not offered."""
+        if event.target_id != self.pk:
+            return None
+        if event.before is None:
+            return "forget this fact (archive it)" if self.status == self.Status.ACTIVE else None
+        replaced = self.status == self.Status.SUPERSEDED and self.superseded_by_id is not None
+        if replaced and event.before.get("status") == self.Status.ACTIVE:
+            return f"bring back “{self.content[:80]}” and archive the fact that replaced it"
+        if replaced:
+            return None  # an earlier change of a fact that was replaced since
+        changes = _changes(event.before, self.snapshot(), ("memory_type", "confidence", "status"))
+        return f"restore {changes}" if changes else None
 
     def revert(self, event: MemoryEvent, actor: str) -> Memory:
         """Undo one change from this memory's history. Undoing an add forgets the memory;

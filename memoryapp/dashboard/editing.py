@@ -239,9 +239,15 @@ def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpRes
                 )
             )
             ids.extend(frontier)
-    events = MemoryEvent.objects.filter(target_kind=kind, target_id__in=ids).order_by(
-        "-created_at", "-id"
+    events = list(
+        MemoryEvent.objects.filter(target_kind=kind, target_id__in=ids).order_by(
+            "-created_at", "-id"
+        )
     )
+    targets = type(item).objects.in_bulk(ids) if kind == "memory" else {item.pk: item}
+    for event in events:  # what each revert would do, said beside its button
+        target = targets.get(event.target_id)
+        event.plan = target.revert_plan(event) if target is not None else None
     context = {
         "agent": agent,
         "kind": kind,
@@ -265,28 +271,19 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
         raise Http404("no such change")
     actor = _actor(request)
     with transaction.atomic():
-        if kind == "memory":
-            item = item.revert(event, actor)
-        elif event.before is None:
-            item.remove(actor)
-            if not request.htmx:
-                return redirect(_back(agent, kind, item))
-            return trigger_client_event(HttpResponse(""), "memory-changed")
-        elif kind == "finding":
-            before = event.before
-            item.edit(
-                actor,
-                **{k: before[k] for k in ("tool", "query", "fact", "step", "success", "file_path")},
+        if item.revert_plan(event) is None:
+            # Offered only where it does something; a stale page must not change nothing
+            # and answer success.
+            return HttpResponse(
+                "This change cannot be reverted: reverting it would change nothing now.",
+                status=409,
             )
-        else:
-            item, _ = ContextItem.put(
-                item.session,
-                item.key,
-                event.before["value"],
-                source=ContextItem.Source.MANUAL,
-                confidence=event.before["confidence"],
-                actor=actor,
-            )
+        back = _back(agent, kind, item)
+        item = item.revert(event, actor)
+    if item is None:  # the add was undone: the item is gone
+        if not request.htmx:
+            return redirect(back)
+        return trigger_client_event(HttpResponse(""), "memory-changed")
     if not request.htmx:
         return redirect(_back(agent, kind, item))
     response = _row(request, agent, kind, item)
