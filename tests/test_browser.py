@@ -262,3 +262,39 @@ def test_fifty_xss_payloads_everywhere_run_no_script(page, live_server, in_proce
     assert page.page.evaluate(DOM_CHECK) == {"bad": [], "xss": 0}
     assert page.dialogs == []
     assert page.violations == []  # nothing was even blocked by the CSP: all of it was escaped
+
+
+def test_pruned_history_loads_page_by_page_in_order_and_hides_again(page, live_server):
+    """Issue 10: "show them" once, "older messages" until there are none, every message
+    once and in order above the kept ones; "hide them" takes them away again."""
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+
+    agent = Agent.objects.create(name="coder", max_messages=6)
+    append_turn(agent, "long", TurnInput([MessageInput("system", "Be careful.")]))
+    for i in range(60):
+        pair = [MessageInput("user", f"q{i}"), MessageInput("assistant", f"a{i}")]
+        append_turn(agent, "long", TurnInput(pair))
+    make_user("vera", agent, role="viewer")
+    log_in(page.page, live_server, "vera")
+    page.page.goto(live_server.url + "/agents/coder/sessions/long/")
+
+    def seqs():
+        ids = page.page.locator("#messages li.msg").evaluate_all("els => els.map(e => e.id)")
+        return [int(i.removeprefix("msg-")) for i in ids]
+
+    kept = seqs()
+    assert kept[0] == 1 and len(kept) == 6  # the pinned system message and 5 kept
+    page.page.click("#pruned-marker >> text=show them")
+    page.page.wait_for_selector("#pruned-marker >> text=hide them")
+    assert page.page.locator("#pruned-marker >> text=show them").count() == 0
+    while page.page.locator("text=older messages").count():
+        before = len(seqs())
+        page.page.click("text=older messages")
+        page.page.locator("#messages li.msg").nth(before).wait_for()  # the page has landed
+    shown = seqs()
+    assert shown == [1, *range(2, kept[1]), *kept[1:]]  # each once, in order
+    assert page.page.locator("li.msg.outside").count() == kept[1] - 2
+    page.page.click("#pruned-marker >> text=hide them")
+    page.page.wait_for_selector("#pruned-marker >> text=show them")
+    assert seqs() == kept
+    assert page.dialogs == [] and page.violations == []

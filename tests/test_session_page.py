@@ -364,3 +364,47 @@ def test_the_page_shows_the_summary_and_budget_the_agent_would_get(session, view
     }
     assert page["total_tokens"] == api["token_counts"]["total"]
     assert page["summary"]["text"] == api["summary"]["text"]
+
+
+def _seqs(html: str) -> list[int]:
+    return [int(n) for n in re.findall(r'id="msg-(\d+)"', html)]
+
+
+def test_pruned_history_opens_in_order_hides_again_and_looks_outside(agent, viewer):
+    """Issue 10: the marker's link turns into "hide them" (no second insertion), pages of
+    older messages land above the newer ones, "older messages" is offered only when there
+    are some, and pruned messages are marked as outside the agent's context."""
+    append_turn(agent, "p", TurnInput([MessageInput("system", "Be careful.")]))
+    for i in range(60):
+        append_turn(
+            agent,
+            "p",
+            TurnInput([MessageInput("user", f"q{i}"), MessageInput("assistant", f"a{i}")]),
+        )
+    # 121 messages: seq 1 is the system prompt, the agent keeps 6 (max_messages).
+    page = viewer.get("/agents/coder/sessions/p/").content.decode()
+    marker = page[page.index('id="pruned-marker"') :].split("</li>", 1)[0]
+    assert ">show them</a>" in marker and 'hx-swap="outerHTML"' in marker
+    first_kept = min(s for s in _seqs(page) if s > 1)
+    older = f"/agents/coder/sessions/p/older/?before={first_kept}"
+    opened = viewer.get(older, headers={**HX, "HX-Target": "pruned-marker"}).content.decode()
+    assert 'class="pruned expanded" id="pruned-marker"' in opened
+    assert "show them" not in opened and ">hide them</a>" in opened
+    assert _seqs(opened) == list(range(first_kept - 50, first_kept))  # one page, in order
+    assert opened.index("older messages") < opened.index(f'id="msg-{first_kept - 50}"')
+    assert opened.count("pruned · not in the agent's context") == 50
+    assert 'class="msg user outside"' in opened
+    # The next page replaces the "older messages" link, above what is shown.
+    second = viewer.get(
+        f"/agents/coder/sessions/p/older/?before={first_kept - 50}", headers=HX
+    ).content.decode()
+    assert _seqs(second) == list(range(first_kept - 100, first_kept - 50))
+    last = viewer.get(
+        f"/agents/coder/sessions/p/older/?before={first_kept - 100}", headers=HX
+    ).content.decode()
+    assert _seqs(last) == list(range(2, first_kept - 100))  # never the pinned system message
+    assert "older messages" not in last  # only the system message is older: none offered
+    hidden = viewer.get(
+        "/agents/coder/sessions/p/", headers={**HX, "HX-Target": "pruned-marker"}
+    ).content.decode()
+    assert ">show them</a>" in hidden and _seqs(hidden) == []

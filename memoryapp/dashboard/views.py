@@ -175,6 +175,8 @@ def _budget_bars(context: dict) -> list[dict]:
 def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     agent = _get_agent_for_user(request, name)
     session = _get_session_for_user(request, agent, key)
+    if request.htmx and request.htmx.target == "pruned-marker":  # "hide them"
+        return _pruned_marker(request, agent, session, expanded=False)
     try:
         typed_budget = int(request.GET.get("budget") or 0) or None
     except ValueError:
@@ -258,27 +260,53 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     return render(request, "dashboard/session.html", context)
 
 
+def _pruned_marker(
+    request: HttpRequest, agent, session: Session, *, expanded: bool, extra: dict | None = None
+) -> HttpResponse:
+    """The pruned-history marker alone: collapsed, or expanded around a first page."""
+    history = restore_history(
+        session, max_messages=agent.max_messages, max_tokens=agent.default_conversation_budget()
+    )
+    kept = [m["seq"] for m in history["messages"] if m["role"] != "system"]
+    context = {
+        "agent": agent,
+        "session": session,
+        "expanded": expanded,
+        "first_kept": kept[0] if kept else session.message_count + 1,
+        "pruned_count": history["pruned_count"],
+        "pruned_tokens": history["pruned_tokens"],
+        **(extra or {}),
+    }
+    return render(request, "dashboard/_pruned_marker.html", context)
+
+
 @login_required
 @require_GET
 def session_older(request: HttpRequest, name: str, key: str) -> HttpResponse:
-    """Pruned messages, a page at a time, newest first from `before`."""
+    """Pruned messages, a page at a time, newest page first from `before`, each page in
+    order. Asked for by the pruned marker itself (htmx targets it), the marker comes
+    back expanded around the first page, its link now hiding them."""
     agent = _get_agent_for_user(request, name)
     session = _get_session_for_user(request, agent, key)
     try:
         before = int(request.GET.get("before", ""))
     except ValueError:
         raise Http404("bad position") from None
-    page = list(
+    # One row more than a page says whether an older page exists.
+    rows = list(
         Message.objects.filter(session=session, seq__lt=before)
         .exclude(role=Message.Role.SYSTEM)
-        .order_by("-seq")[:OLDER_PAGE]
-    )[::-1]
+        .order_by("-seq")[: OLDER_PAGE + 1]
+    )
+    page = rows[:OLDER_PAGE][::-1]
     context = {
         "agent": agent,
         "session": session,
         "older": [message_dict(m) for m in page],
-        "next_before": page[0].seq if page and page[0].seq > 1 else None,
+        "next_before": page[0].seq if page and len(rows) > OLDER_PAGE else None,
     }
+    if request.htmx and request.htmx.target == "pruned-marker":
+        return _pruned_marker(request, agent, session, expanded=True, extra=context)
     # A small include, shared by the fragment and the page that works without JavaScript.
     template = "dashboard/_older.html" if request.htmx else "dashboard/older.html"
     return render(request, template, context)
