@@ -17,7 +17,7 @@ from pydantic import Field, StrictBool, ValidationError, field_validator
 from agents import tools as memory_tools
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import search as fulltext
-from memoryapp.core.context import assemble_context, finding_dict, memory_dict, stale_reads
+from memoryapp.core.context import assemble_context, finding_dict, memory_dict
 from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session, Subtask
 from memoryapp.lib import prompt as fmt
@@ -200,7 +200,7 @@ def list_findings(request: HttpRequest, key: str, cursor: str | None = None, lim
         .order_by("-updated_at", "-id")[offset : offset + limit + 1]
     )
     next_cursor = str(offset + limit) if len(rows) > limit else None
-    stale = stale_reads(session, rows[:limit])
+    stale = Finding.stale_among(session, rows[:limit])
     items = [finding_dict(f, f.id in stale) for f in rows[:limit]]
     return {"items": items, "next_cursor": next_cursor}
 

@@ -31,7 +31,7 @@ from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.context import relative, written_after
+from memoryapp.lib.extraction.context import relative
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
@@ -184,33 +184,6 @@ def finding_dict(finding: Finding, stale: bool | None = None) -> dict:
     }
 
 
-def stale_reads(session: Session, findings: list[Finding]) -> set[int]:
-    """Ids of the read findings among `findings` whose file was edited after the read:
-    one query for the session's edits of those files."""
-    reads = [f for f in findings if f.kind == kinds.READ and f.file_path]
-    if not reads:
-        return set()
-    edits: dict[str, list[tuple]] = {}
-    for path, step, updated in Finding.objects.filter(
-        session=session,
-        kind=kinds.EDIT,
-        success=True,
-        file_path__in={f.file_path for f in reads},
-    ).values_list("file_path", "step", "updated_at"):
-        edits.setdefault(path, []).append((step, updated))
-    stale = {r.id for r in reads if written_after(session.evidence, r.file_path, r.step)}
-    for read in reads:
-        for step, updated in edits.get(read.file_path, []):
-            if read.step is not None and step is not None:
-                later = step > read.step or (step == read.step and updated > read.updated_at)
-            else:
-                later = updated > read.updated_at
-            if later:
-                stale.add(read.id)
-                break
-    return stale
-
-
 def findings_for_prompt(session: Session, limit: int) -> list[Finding]:
     """Newest first, bookkeeping (todo lists, trackers) after every real finding, so it
     never crowds them out of the budget."""
@@ -260,7 +233,7 @@ def assemble_context(
         budget.working,
     )
     findings = findings_for_prompt(session, MAX_FINDINGS)
-    stale = stale_reads(session, findings)
+    stale = Finding.stale_among(session, findings)
     # The longest newest-first prefix that fits: its cost only grows with its length,
     # so a binary search needs a handful of exact counts.
     room = budget.working - working.tokens

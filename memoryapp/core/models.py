@@ -466,24 +466,37 @@ class Finding(models.Model):
         return None
 
     def is_stale(self) -> bool:
-        """A read is stale when its file was edited or written after it was read: by an
-        edit that succeeded, or by a shell command (`sed -i`, a formatter, a checkout)."""
-        if self.kind != extraction.kinds.READ or not self.file_path:
-            return False
-        if written_after(self.session.evidence, self.file_path, self.step):
-            return True
-        edits = Finding.objects.filter(
-            session_id=self.session_id,
+        """A read is stale when its file was changed after it was read (`stale_among`)."""
+        return self.pk in Finding.stale_among(self.session, [self])
+
+    @classmethod
+    def stale_among(cls, session: Session, findings: list[Finding]) -> set[int]:
+        """Ids of the reads among `findings` whose file was changed after the read: by an
+        edit that succeeded (one query for the session's edits of those files), or by a
+        shell command that writes it (`sed -i`, a formatter, a checkout; the session's
+        evidence tally knows)."""
+        reads = [f for f in findings if f.kind == extraction.kinds.READ and f.file_path]
+        if not reads:
+            return set()
+        edits: dict[str, list[tuple]] = {}
+        for path, step, updated in cls.objects.filter(
+            session=session,
             kind=extraction.kinds.EDIT,
-            file_path=self.file_path,
             success=True,
-        )
-        if self.step is not None:
-            later = Q(step__gt=self.step) | Q(step=self.step, updated_at__gt=self.updated_at)
-            later |= Q(step__isnull=True, updated_at__gt=self.updated_at)
-        else:
-            later = Q(updated_at__gt=self.updated_at)
-        return edits.filter(later).exists()
+            file_path__in={f.file_path for f in reads},
+        ).values_list("file_path", "step", "updated_at"):
+            edits.setdefault(path, []).append((step, updated))
+        stale = {r.pk for r in reads if written_after(session.evidence, r.file_path, r.step)}
+        for read in reads:
+            for step, updated in edits.get(read.file_path, []):
+                if read.step is not None and step is not None:
+                    later = step > read.step or (step == read.step and updated > read.updated_at)
+                else:
+                    later = updated > read.updated_at
+                if later:
+                    stale.add(read.pk)
+                    break
+        return stale
 
     @classmethod
     def record(

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
 from memoryapp.core import search as fulltext
-from memoryapp.core.context import assemble_context, stale_reads
+from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import message_dict, restore_history
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
@@ -217,7 +217,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         .select_related("session", "turn", "message", "tool_call")
         .order_by("-updated_at", "-id")[:200]
     )
-    stale = stale_reads(session, findings)
+    stale = Finding.stale_among(session, findings)
     context_items = list(
         ContextItem.objects.filter(session=session)
         .select_related("session")
