@@ -517,10 +517,12 @@ class Finding(models.Model):
         turn: Turn | None = None,
         message: Message | None = None,
         tool_call: ToolCall | None = None,
+        keep_manual: bool = False,
     ) -> tuple[Finding, bool]:
         """Add a finding, or update the one that answers the same call: `(finding,
         created)`. `kind` and `identity` (the key, not its digest) come from extraction;
-        without them they are computed from `tool` and `query`. Call inside a
+        without them they are computed from `tool` and `query`. With `keep_manual`
+        (extraction), a person's correction of that call is left as it is. Call inside a
         transaction."""
         if kind is None or identity is None:
             kind, key = cls.key_for(tool, query, session.cwd)
@@ -532,6 +534,8 @@ class Finding(models.Model):
         existing = cls.objects.select_for_update().filter(session=session, identity=digest).first()
         if existing is None and kind == extraction.kinds.RAG:
             existing = cls.known(session, tool, shown)
+        if keep_manual and existing is not None and existing.source == cls.Source.MANUAL:
+            return existing, False
         values = {
             "tool": tool.strip(),
             "kind": kind,

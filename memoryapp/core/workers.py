@@ -37,7 +37,6 @@ from memoryapp.core.models import (
     ToolCall,
 )
 from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
-from memoryapp.lib.extraction.identity import CallKey
 
 logger = logging.getLogger(__name__)
 
@@ -229,12 +228,8 @@ def run_extraction(job_id: int) -> str:
         return "failed"
 
 
-def _record(session, turn, extracted, call, message) -> tuple[Finding | None, bool]:
-    """Record one extracted finding, unless a person's correction holds that call."""
-    digest = CallKey(extracted.identity, extracted.query).digest
-    known = Finding.objects.filter(session=session, identity=digest).first()
-    if known is not None and known.source == Finding.Source.MANUAL:
-        return known, False  # a person's correction wins over extraction
+def _record(session, turn, extracted, call, message) -> tuple[Finding, bool]:
+    """Record one extracted finding; a person's correction of that call wins."""
     return Finding.record(
         session,
         tool=extracted.tool,
@@ -251,6 +246,7 @@ def _record(session, turn, extracted, call, message) -> tuple[Finding | None, bo
         turn=turn,
         message=message,
         tool_call=call,
+        keep_manual=True,
     )
 
 
