@@ -185,7 +185,7 @@ def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
                 state = base
             else:
                 pending = (end + 1, pruned_through) if end < pruned_through else None
-                state = summarize.roll(base, task, events, cwd=_cwd(session), pending=pending)
+                state = summarize.roll(base, task, events, cwd=session.cwd, pending=pending)
                 lines = summarize.render(state)
                 if base is not None and base.get("through_seq", 0) < state["through_seq"]:
                     checkpoints = (checkpoints + [base])[-CHECKPOINTS:]
@@ -217,7 +217,3 @@ def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
         "stale": False,
         "error": None,
     }
-
-
-def _cwd(session: Session) -> str:
-    return str((session.metadata or {}).get("cwd") or "")

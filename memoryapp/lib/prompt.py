@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from memoryapp.lib.extraction import kinds
+from memoryapp.lib.extraction.text import one_line
 
 # Markers that make a line a heading, quote, list item, rule or setext underline.
 _LINE_START = re.compile(r"^(\s*)([#>=]|[-+*](?=\s|[-*_]{2})|_{3}|\d+[.)](?=\s|$))")
@@ -138,11 +139,6 @@ def finding_line(item: FindingItem) -> str:
 
 
 GOAL_CHARS = 400
-
-
-def one_line(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def state_section(state: SessionState | None) -> str:

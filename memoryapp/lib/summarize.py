@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.extraction.context import same_runner, task_from_prompt
+from memoryapp.lib.extraction.context import relative, same_runner, task_from_prompt
 from memoryapp.lib.extraction.kinds import compact_command
 from memoryapp.lib.extraction.text import one_line, sentences
 
@@ -100,12 +100,6 @@ def _push(items: list, value: Any, limit: int) -> None:
     del items[:-limit]
 
 
-def _short(path: str, cwd: str) -> str:
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        return path[len(cwd.rstrip("/")) + 1 :]
-    return path
-
-
 def _resolve(state: dict, subject: str) -> None:
     """A success of the same command or file closes the problems it had."""
     state["problems"] = [p for p in state["problems"] if p.get("subject") != subject]
@@ -169,7 +163,7 @@ def _said(state: dict, event: Said) -> None:
 
 
 def _did(state: dict, event: Did, cwd: str) -> None:
-    path = _short(event.file_path, cwd) if event.file_path else ""
+    path = relative(event.file_path, cwd) if event.file_path else ""
     if event.kind == kinds.READ:
         state["reads"] += 1
     elif event.kind == kinds.SEARCH:
