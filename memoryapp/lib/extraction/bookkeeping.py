@@ -47,6 +47,20 @@ def issues_in(text: str) -> dict[str, str]:
     return found
 
 
+def issue_title(issue: str, output: str) -> str:
+    """The title a tracker printed beside `issue` anywhere in its first lines (`● X · Title
+    [P1]`, `X: Title`), for a command that names one issue; '' when it printed none."""
+    for line in output.splitlines()[:15]:
+        if issue in line:
+            rest = line.split(issue, 1)[1]
+            rest = re.sub(r"^[\s:·\-–—|\]\)]+", "", rest)
+            rest = re.sub(r"\s*[\[(](?:P\d|open|in_progress|closed|bug|task|feature)\b.*$", "",
+                          rest, flags=re.IGNORECASE)  # fmt: skip
+            if len(rest.split()) >= 2:
+                return one_line(rest, 100)
+    return ""
+
+
 def tracker_digest(text: str) -> str:
     """What an issue tracker's command said: the issue shown, listed, created, updated or
     closed (beads' `bd`, and trackers printing `id: title` the same way)."""

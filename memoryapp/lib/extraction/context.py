@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from memoryapp.lib.code.languages import display_name, language_of
+from memoryapp.lib.extraction.bookkeeping import issue_title
 from memoryapp.lib.extraction.kinds import BOOKKEEPING, EDIT, READ, SHELL, shell_words
 from memoryapp.lib.extraction.shell import written_paths
 from memoryapp.lib.extraction.text import one_line, sentences
@@ -383,23 +384,10 @@ def _command_observations(kind: str, command: str, details: dict, output: str) -
             "in_progress" in command or "--claim" in command
         )
         if issue and claims:
-            title = _issue_title(issue, output)
+            title = issue_title(issue, output)
             value = f"{issue}: {title}" if title else issue
             found.append(Observation("current_task", value, 1.0, f"ran {short}", rank=3))
     return found
-
-
-def _issue_title(issue: str, output: str) -> str:
-    """The title an issue tracker printed beside the issue's id, when it did."""
-    for line in output.splitlines()[:15]:
-        if issue in line:
-            rest = line.split(issue, 1)[1]
-            rest = re.sub(r"^[\s:·\-–—|\]\)]+", "", rest)
-            rest = re.sub(r"\s*[\[(](?:P\d|open|in_progress|closed|bug|task|feature)\b.*$", "",
-                          rest, flags=re.IGNORECASE)  # fmt: skip
-            if len(rest.split()) >= 2:
-                return one_line(rest, 100)
-    return ""
 
 
 def observations_for_message(role: str, text: str, first_prompt: bool = False) -> list[Observation]:
