@@ -15,9 +15,8 @@ from typing import Any
 from memoryapp.lib.code.definitions import definitions
 from memoryapp.lib.extraction.base import Fact, ToolCallData, failed, failure, looks_failed
 from memoryapp.lib.extraction.identity import PATH_FIELDS, first_field, normalize_path
-from memoryapp.lib.extraction.text import one_line, plural
+from memoryapp.lib.extraction.text import SWE_FILE_HEADER, one_line, plural
 
-_SWE_HEADER = re.compile(r"^\[File: ([^\]\n]+?) \((\d+) lines total\)\]", re.MULTILINE)
 _SWE_REJECTED = re.compile(r"Your proposed edit has introduced new syntax error", re.IGNORECASE)
 _SWE_ERRORS = re.compile(r"^ERRORS:\s*\n- (.+)$", re.MULTILINE)
 _CREATED = re.compile(r"^File created successfully at:?\s*(\S+)", re.MULTILINE)
@@ -42,7 +41,7 @@ def _line_count(text: Any) -> int:
 def _path(call: ToolCallData) -> str:
     path = call.detail("filePath", "file_path") or first_field(call.args, PATH_FIELDS)
     text = call.clean
-    if not path and (match := _SWE_HEADER.search(text)):
+    if not path and (match := SWE_FILE_HEADER.search(text)):
         path = match.group(1)
     if not path and (match := _CREATED.search(text) or _UPDATED.search(text)):
         path = match.group(1)
@@ -118,7 +117,7 @@ def extract(call: ToolCallData) -> Fact:
             details["lines_removed"] = removed
         if change:
             fact += f" ({'/'.join(change)} lines)"
-        if match := _SWE_HEADER.search(text):
+        if match := SWE_FILE_HEADER.search(text):
             fact += f", now {plural(int(match.group(2)), 'line')}"
     touched = [d for d in definitions(path, new_text)][:4] if new_text and path else []
     if touched:

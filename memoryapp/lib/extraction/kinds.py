@@ -19,6 +19,8 @@ import re
 import shlex
 from typing import Any
 
+from memoryapp.lib.extraction.text import SWE_FILE_HEADER
+
 READ = "read"
 SEARCH = "search"
 SHELL = "shell"
@@ -99,7 +101,6 @@ SEARCH_COMMANDS = {
 
 EDITOR_TOOLS = {"str_replace_editor", "editor", "file_editor", "str_replace_based_edit_tool"}
 
-_SWE_FILE_HEADER = re.compile(r"^\[File: [^\]\n]+? \(\d+ lines total\)\]", re.MULTILINE)
 _CAT_N_HEADER = re.compile(r"result of running `cat -n` on [^\s:]+:")
 _FOUND_N = re.compile(r"Found \d+ match(?:es)? for", re.IGNORECASE)
 _NO_MATCHES = re.compile(r"\bNo (?:matches|results|files) found\b", re.IGNORECASE)
@@ -239,7 +240,7 @@ def kind_of(tool: str, query: str | dict | None = "", output: str = "") -> str:
 
 def _kind_from_output(output: str) -> str:
     head = output[:2000]
-    if _SWE_FILE_HEADER.search(head) or _CAT_N_HEADER.search(head):
+    if SWE_FILE_HEADER.search(head) or _CAT_N_HEADER.search(head):
         return READ
     if _FOUND_N.search(head) or _NO_MATCHES.search(head):
         return SEARCH

@@ -16,9 +16,8 @@ from memoryapp.lib.code.languages import language_of
 from memoryapp.lib.code.manifests import read_manifest, summarize_manifest
 from memoryapp.lib.extraction.base import Fact, ToolCallData, failure, looks_failed
 from memoryapp.lib.extraction.identity import PATH_FIELDS, first_field, normalize_path
-from memoryapp.lib.extraction.text import one_line, plural, strip_line_numbers
+from memoryapp.lib.extraction.text import SWE_FILE_HEADER, one_line, plural, strip_line_numbers
 
-_SWE_HEADER = re.compile(r"^\[File: ([^\]\n]+?) \((\d+) lines total\)\]", re.MULTILINE)
 _SWE_MORE = re.compile(r"^\((\d+) more lines? (above|below)\)$", re.MULTILINE)
 _CAT_N_HEADER = re.compile(r"(?:Here's )?the result of running `cat -n` on ([^\n]+?):\n")
 _DIRECTORY = re.compile(
@@ -33,7 +32,7 @@ _READ_ERRORS = re.compile(
 
 def _path(call: ToolCallData) -> str:
     text = call.clean
-    if match := _SWE_HEADER.search(text):
+    if match := SWE_FILE_HEADER.search(text):
         return match.group(1).strip()
     if match := _CAT_N_HEADER.search(text):
         return match.group(1).strip()
@@ -56,7 +55,7 @@ def extract(call: ToolCallData) -> Fact:
         return Fact(f"directory: {plural(len(entries), 'entry', 'entries')}", True, path)
 
     total = None
-    if match := _SWE_HEADER.search(text):
+    if match := SWE_FILE_HEADER.search(text):
         total = int(match.group(2))
         text = text[match.end() :]
     elif match := _CAT_N_HEADER.search(text):

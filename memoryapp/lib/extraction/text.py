@@ -21,6 +21,9 @@ _OPENHANDS_NOTES = re.compile(
     r"|Below is the output of the previous command\.?)\]"
 )
 
+# SWE-agent's window header: `[File: path (N lines total)]`, with the path and the total.
+SWE_FILE_HEADER = re.compile(r"^\[File: ([^\]\n]+?) \((\d+) lines total\)\]", re.MULTILINE)
+
 # A line-number prefix per numbering style: Claude Code's arrow, cat -n's tab, SWE-agent's
 # colon. Each captures the number.
 _NUMBERED = (
