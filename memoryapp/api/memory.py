@@ -41,7 +41,10 @@ def _actor(request: HttpRequest) -> str:
     return f"agent:{_agent(request).name}"
 
 
-def _live_session(request: HttpRequest, key: str, *, lock: bool = False) -> Session:
+def _live_session(
+    request: HttpRequest, key: str, *, lock: bool = False, missing_ok: bool = False
+) -> Session | None:
+    """The key's live session; absent or expired is a 404 (or None with `missing_ok`)."""
     try:
         key = check_session_key(key)
     except ValueError as exc:
@@ -50,7 +53,7 @@ def _live_session(request: HttpRequest, key: str, *, lock: bool = False) -> Sess
     if lock:
         sessions = sessions.select_for_update()
     session = sessions.filter(key=key).first()
-    if session is None:
+    if session is None and not missing_ok:
         raise HttpError(404, "session not found")
     return session
 
@@ -235,11 +238,7 @@ class FindingCheckIn(Schema):
 
 
 def _check(request: HttpRequest, key: str, tool: str, query: str) -> dict:
-    try:
-        key = check_session_key(key)
-    except ValueError as exc:
-        raise HttpError(422, str(exc)) from None
-    session = Session.objects.for_agent(_agent(request)).active().filter(key=key).first()
+    session = _live_session(request, key, missing_ok=True)  # none yet: nothing is known
     finding = Finding.known(session, tool, query) if session is not None else None
     stale = finding.is_stale() if finding is not None else False
     return {
