@@ -128,7 +128,7 @@ MAX_REFS = 5
 MAX_SEEN = 4000
 MAX_VALUES = 12
 MAX_ISSUES = 200
-MAX_WRITES = 2000
+MAX_WRITTEN_FILES = 2000
 
 # Languages that decide what a project is written in (not its docs, data or config).
 NOT_PROGRAMMING = {
@@ -427,7 +427,7 @@ def observe(evidence: dict | None, observations: list[Observation], ref: dict) -
                 writes = tally.setdefault("writes", {})
                 writes.pop(obs.value, None)
                 writes[obs.value] = ref["turn"]
-                while len(writes) > MAX_WRITES:
+                while len(writes) > MAX_WRITTEN_FILES:
                     del writes[next(iter(writes))]
             continue
         if obs.key == "issue_title":  # not an item: what the tracker calls each issue

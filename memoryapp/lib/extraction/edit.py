@@ -119,7 +119,7 @@ def extract(call: ToolCallData) -> Fact:
             fact += f" ({'/'.join(change)} lines)"
         if match := SWE_FILE_HEADER.search(text):
             fact += f", now {plural(int(match.group(2)), 'line')}"
-    touched = [d for d in definitions(path, new_text)][:4] if new_text and path else []
+    touched = definitions(path, new_text)[:4] if new_text and path else []
     if touched:
         names = ", ".join(d.name for d in touched)
         fact += f"; {'defines' if created else 'touches'} {names}"
