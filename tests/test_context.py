@@ -362,3 +362,26 @@ def test_the_summary_never_covers_what_the_conversation_keeps(api, agent):
     # and back: the stored summary follows the latest call either way
     again = api.get(BASE + "/sessions/s1/context", {"token_budget": 0}).json()
     assert again["summary"]["covers_through_seq"] == 120
+
+
+def test_the_summary_never_reads_relayed_output_as_the_person_s_words(api, agent):
+    """User messages a harness named (SWE-agent's observations, a demonstration) are not
+    later instructions in the summary."""
+    agent.max_messages = 2
+    agent.save()
+    api.post(BASE + "/sessions/s1/turns", turn(("user", "Fix the parser bug in lexer.py please.")))
+    for i in range(4):
+        body = {
+            "messages": [
+                {"role": "assistant", "content": f"Running step {i}."},
+                {
+                    "role": "user",
+                    "name": "observation",
+                    "content": f"Traceback (most recent call last): step {i}",
+                },
+            ]
+        }
+        api.post(BASE + "/sessions/s1/turns", body)
+    text = api.get(BASE + "/sessions/s1/context").json()["summary"]["text"]
+    assert text.startswith("Task: Fix the parser bug in lexer.py please.")
+    assert "Traceback" not in text and "Later instruction" not in text

@@ -852,6 +852,7 @@ def test_output_sent_as_a_user_message_is_named_so_nobody_takes_it_for_the_perso
 
     turns = turns_from_messages(
         [
+            {"role": "user", "content": "Here is a demonstration of how to do it.", "is_demo": True},
             {"role": "user", "content": "Fix the bug in parser.py"},
             {"role": "assistant", "content": "Let me look.", "action": "open parser.py"},
             {"role": "user", "content": "[File: /repo/parser.py (3 lines total)]\n1:x = 1"},
@@ -860,4 +861,4 @@ def test_output_sent_as_a_user_message_is_named_so_nobody_takes_it_for_the_perso
         ]
     )
     users = [m for t in turns for m in t["messages"] if m["role"] == "user"]
-    assert [m.get("name") for m in users] == [None, "observation", "observation"]
+    assert [m.get("name") for m in users] == ["demonstration", None, "observation", "observation"]

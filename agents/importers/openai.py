@@ -169,6 +169,8 @@ def turns_from_messages(
             # What a command printed, sent as a user message: named so that nobody reads it
             # as the person's words (a task, an instruction).
             message["name"] = "observation"
+        elif role == "user" and raw.get("is_demo"):
+            message["name"] = "demonstration"  # SWE-agent's worked example, not the task
         builder.add_input(message)
         if awaiting is not None:
             builder.set_result(awaiting, content)

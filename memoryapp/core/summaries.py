@@ -99,8 +99,12 @@ def _events(session: Session, first: int, last: int) -> list:
         .select_related("turn", "finding")
         .order_by("turn__iteration", "id")
     )
+    # A named user message is a tool's output relayed as one (SWE-agent's observations,
+    # aider's command output, a demonstration), not what the person said.
     events: list = [
-        summarize.Said(seq, role, content) for seq, role, content, _ in messages if role != "tool"
+        summarize.Said(seq, role, content)
+        for seq, role, content, name in messages
+        if role != "tool" and not (role == "user" and name)
     ]
     for call in calls:
         if call.kind:
