@@ -852,7 +852,7 @@ def test_output_sent_as_a_user_message_is_named_so_nobody_takes_it_for_the_perso
 
     turns = turns_from_messages(
         [
-            {"role": "user", "content": "Here is a demonstration of how to do it.", "is_demo": True},
+            {"role": "user", "content": "Here is a demonstration of it.", "is_demo": True},
             {"role": "user", "content": "Fix the bug in parser.py"},
             {"role": "assistant", "content": "Let me look.", "action": "open parser.py"},
             {"role": "user", "content": "[File: /repo/parser.py (3 lines total)]\n1:x = 1"},
