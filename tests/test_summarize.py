@@ -126,3 +126,11 @@ def test_the_summary_is_always_bounded(events):
     lines = render(roll(None, "task " * 100, events))
     assert len(lines) <= MAX_LINES
     assert len("\n".join(lines)) <= MAX_CHARS
+
+
+def test_a_failing_command_is_an_open_problem_once_not_also_a_command_run():
+    lines = render(roll(None, "task", [did(3, "swe_python_traceback")]))
+    assert sum("reproduce_bug.py" in line for line in lines) == 1
+    assert [line for line in lines if "reproduce_bug.py" in line][0].startswith(
+        "Open problem: `reproduce_bug.py` failed:"
+    )

@@ -270,12 +270,14 @@ def render(state: dict | None) -> list[str]:
         lines.append(f"Progress: {note}")
     for instruction in state["instructions"][::-1]:
         lines.append(f"Later instruction: {instruction}")
+    shown = {p["text"] for p in state["problems"]}  # a failing command is already there
     commands = [
         c
         for c in state["commands"][::-1]
         if not c.get("tests")
         and not c.get("bookkeeping")
         and not c.get("fact", "").startswith("`git")
+        and one_line(c.get("fact", ""), SENTENCE_CHARS) not in shown
     ]
     for command in commands[:4]:
         lines.append(f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}")
