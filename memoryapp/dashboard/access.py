@@ -23,15 +23,19 @@ def role_of(user, agent: Agent) -> str | None:
     return Membership.objects.filter(user=user, agent=agent).values_list("role", flat=True).first()
 
 
-def _get_agent_for_user(request: HttpRequest, name: str, need: str = "viewer") -> Agent:
+def _get_agent_and_role(request: HttpRequest, name: str, need: str = "viewer") -> tuple[Agent, str]:
+    """The agent the user may see, with the user's role on it (viewer, editor, staff)."""
     agent = Agent.objects.filter(name=name).first()
     role = role_of(request.user, agent) if agent is not None else None
     if role is None:
         raise Http404("no such agent")
     if RANK[role] < RANK[need]:
         raise PermissionDenied
-    request.agent_role = role
-    return agent
+    return agent, role
+
+
+def _get_agent_for_user(request: HttpRequest, name: str, need: str = "viewer") -> Agent:
+    return _get_agent_and_role(request, name, need)[0]
 
 
 def _get_session_for_user(request: HttpRequest, agent: Agent, key: str) -> Session:

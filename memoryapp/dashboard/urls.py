@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memoryapp.dashboard import agent_admin, cleanup_views, editing, views
+from memoryapp.dashboard import cleanup_views, memory_views, settings_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -13,25 +13,31 @@ urlpatterns = [
     path("agents/<slug:name>/sessions/<str:key>/", views.session_detail, name="session"),
     path("agents/<slug:name>/sessions/<str:key>/older/", views.session_older, name="older"),
     path("agents/<slug:name>/sessions/<str:key>/live/", views.session_live, name="live"),
-    path("agents/<slug:name>/settings/", agent_admin.agent_settings, name="agent_settings"),
-    path("agents/<slug:name>/keys/", agent_admin.create_key, name="create_key"),
-    path("agents/<slug:name>/keys/<int:key_id>/revoke/", agent_admin.revoke_key, name="revoke_key"),
-    path("agents/<slug:name>/memories/", editing.memories, name="memories"),
+    path("agents/<slug:name>/settings/", settings_views.agent_settings, name="agent_settings"),
+    path("agents/<slug:name>/keys/", settings_views.create_key, name="create_key"),
+    path(
+        "agents/<slug:name>/keys/<int:key_id>/revoke/", settings_views.revoke_key, name="revoke_key"
+    ),
+    path("agents/<slug:name>/memories/", memory_views.memories, name="memories"),
     path("agents/<slug:name>/search/", views.search_page, name="search"),
     path(
         "agents/<slug:name>/memories/<int:pk>/<str:action>/",
-        editing.memory_status,
+        memory_views.memory_status,
         name="memory_status",
     ),
-    path("agents/<slug:name>/items/<str:kind>/<int:pk>/edit/", editing.item_edit, name="item_edit"),
+    path(
+        "agents/<slug:name>/items/<str:kind>/<int:pk>/edit/",
+        memory_views.item_edit,
+        name="item_edit",
+    ),
     path(
         "agents/<slug:name>/items/<str:kind>/<int:pk>/history/",
-        editing.item_history,
+        memory_views.item_history,
         name="item_history",
     ),
     path(
         "agents/<slug:name>/items/<str:kind>/<int:pk>/revert/<int:event_id>/",
-        editing.item_revert,
+        memory_views.item_revert,
         name="item_revert",
     ),
 ]

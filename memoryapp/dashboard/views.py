@@ -34,7 +34,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
-from memoryapp.dashboard.access import _get_agent_for_user, _get_session_for_user, agents_for
+from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user, agents_for
 from memoryapp.dashboard.charts import tokens_per_day, tokens_per_turn
 from memoryapp.lib import prompt as fmt
 
@@ -102,7 +102,7 @@ def _encode_cursor(value: int) -> str:
 @login_required
 @require_GET
 def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     now = timezone.now()
     status = request.GET.get("status", "active")
     query = request.GET.get("q", "").strip()[:200]
@@ -126,7 +126,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     next_cursor = _encode_cursor(page[PAGE - 1].id) if len(page) > PAGE else None
     context = {
         "agent": agent,
-        "role": request.agent_role,
+        "role": role,
         "chart": tokens_per_day(agent),
         "sessions": page[:PAGE],
         "next_cursor": next_cursor,
@@ -173,7 +173,7 @@ def _budget_bars(context: dict) -> list[dict]:
 @login_required
 @require_GET
 def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     session = _get_session_for_user(request, agent, key)
     if request.htmx and request.htmx.target == "pruned-marker":  # "hide them"
         return _pruned_marker(request, agent, session, expanded=False)
@@ -229,7 +229,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         grouped[fmt.finding_group(finding.kind)].append(finding)
     context = {
         "agent": agent,
-        "role": request.agent_role,
+        "role": role,
         "session": session,
         "rows": rows,
         "pruned_count": history["pruned_count"],
@@ -286,7 +286,7 @@ def session_older(request: HttpRequest, name: str, key: str) -> HttpResponse:
     """Pruned messages, a page at a time, newest page first from `before`, each page in
     order. Asked for by the pruned marker itself (htmx targets it), the marker comes
     back expanded around the first page, its link now hiding them."""
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     session = _get_session_for_user(request, agent, key)
     try:
         before = int(request.GET.get("before", ""))
@@ -317,7 +317,7 @@ def session_older(request: HttpRequest, name: str, key: str) -> HttpResponse:
 def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
     """What is new since the last poll: messages after `after_seq`, findings after
     `after_finding`. A constant number of queries whatever the session holds."""
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     session = _get_session_for_user(request, agent, key)
     try:
         after_seq = int(request.GET.get("after_seq", "0"))
@@ -351,7 +351,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "after_finding": findings[-1].id if findings else after_finding,
         "changed_items": items,
         "items_since": changed.timestamp() if changed else items_since,
-        "role": request.agent_role,
+        "role": role,
     }
     return render(request, "dashboard/session.html#live", context)
 
@@ -361,7 +361,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
 def search_page(request: HttpRequest, name: str) -> HttpResponse:
     """Full-text search over the agent's messages, findings and memories. Snippets are
     rendered from text segments, each escaped, the matches wrapped in <mark>."""
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     query = request.GET.get("q", "").strip()[:200]
     kind = request.GET.get("kind", "")
     kinds = (kind,) if kind in fulltext.KINDS else fulltext.KINDS
@@ -378,7 +378,7 @@ def search_page(request: HttpRequest, name: str) -> HttpResponse:
     )
     context = {
         "agent": agent,
-        "role": request.agent_role,
+        "role": role,
         "q": query,
         "kind": kind if kind in fulltext.KINDS else "",
         "hits": hits[:PAGE],

@@ -228,7 +228,7 @@ def test_searching_memories_of_one_session_finds_them_past_the_first_page(agent,
     """The session filter narrows the search in the query itself: a filter applied after
     the page limit lost the session's matches and said there were no more (issue 10)."""
     from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
-    from memoryapp.dashboard.editing import PAGE
+    from memoryapp.dashboard.memory_views import PAGE
 
     for key in ("s1", "s2"):
         append_turn(agent, key, TurnInput([MessageInput("user", "hi")]))

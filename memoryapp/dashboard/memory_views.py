@@ -22,7 +22,7 @@ from django_htmx.http import trigger_client_event
 from memoryapp.core import search as fulltext
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent
-from memoryapp.dashboard.access import _get_agent_for_user
+from memoryapp.dashboard.access import _get_agent_and_role
 
 PAGE = 50
 KINDS = ("memory", "finding", "context_item")
@@ -124,8 +124,10 @@ def _save(request: HttpRequest, kind: str, item, form):
     return updated
 
 
-def _row(request: HttpRequest, agent, kind: str, item, *, status: int = 200) -> HttpResponse:
-    context = {"agent": agent, "kind": kind, "item": item, "role": request.agent_role}
+def _row(
+    request: HttpRequest, role: str, agent, kind: str, item, *, status: int = 200
+) -> HttpResponse:
+    context = {"agent": agent, "kind": kind, "item": item, "role": role}
     return render(request, "dashboard/_item.html", context, status=status)
 
 
@@ -140,7 +142,7 @@ def _back(agent, kind: str, item) -> str:
 @login_required
 @require_GET
 def memories(request: HttpRequest, name: str) -> HttpResponse:
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     memory_type = request.GET.get("type", "")
     status = request.GET.get("status", "active")
     query = request.GET.get("q", "").strip()[:200]
@@ -162,7 +164,7 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
     )
     context = {
         "agent": agent,
-        "role": request.agent_role,
+        "role": role,
         "memories": found,
         "next_offset": offset + PAGE if more else None,
         "types": Memory.Type.choices,
@@ -183,11 +185,11 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
 def item_edit(request: HttpRequest, name: str, kind: str, pk: int) -> HttpResponse:
     """GET: the form (editors) or, with ?display, the display partial. POST: save."""
     need = "viewer" if request.method == "GET" and "display" in request.GET else "editor"
-    agent = _get_agent_for_user(request, name, need)
+    agent, role = _get_agent_and_role(request, name, need)
     item = _get_item_for_user(request, agent, kind, pk)
     if request.method == "GET":
         if "display" in request.GET:
-            return _row(request, agent, kind, item)
+            return _row(request, role, agent, kind, item)
         context = {"agent": agent, "kind": kind, "item": item, "form": _form_for(kind, item)}
         template = "dashboard/_item_form.html" if request.htmx else "dashboard/edit.html"
         return render(request, template, context)
@@ -201,14 +203,14 @@ def item_edit(request: HttpRequest, name: str, kind: str, pk: int) -> HttpRespon
         saved = _save(request, kind, item, form)
     if not request.htmx:
         return redirect(_back(agent, kind, saved))
-    return trigger_client_event(_row(request, agent, kind, saved), "memory-changed")
+    return trigger_client_event(_row(request, role, agent, kind, saved), "memory-changed")
 
 
 @login_required
 @require_POST
 def memory_status(request: HttpRequest, name: str, pk: int, action: str) -> HttpResponse:
     """Archive (forget, softly) or restore a memory."""
-    agent = _get_agent_for_user(request, name, "editor")
+    agent, role = _get_agent_and_role(request, name, "editor")
     memory = _get_item_for_user(request, agent, "memory", pk)
     with transaction.atomic():
         if action == "archive":
@@ -219,13 +221,13 @@ def memory_status(request: HttpRequest, name: str, pk: int, action: str) -> Http
             raise Http404("unknown action")
     if not request.htmx:
         return redirect(_back(agent, "memory", memory))
-    return trigger_client_event(_row(request, agent, "memory", memory), "memory-changed")
+    return trigger_client_event(_row(request, role, agent, "memory", memory), "memory-changed")
 
 
 @login_required
 @require_GET
 def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpResponse:
-    agent = _get_agent_for_user(request, name)
+    agent, role = _get_agent_and_role(request, name)
     item = _get_item_for_user(request, agent, kind, pk)
     ids = [item.pk]
     if kind == "memory":
@@ -253,7 +255,7 @@ def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpRes
         "kind": kind,
         "item": item,
         "events": events,
-        "role": request.agent_role,
+        "role": role,
     }
     template = "dashboard/_history.html" if request.htmx else "dashboard/history.html"
     return render(request, template, context)
@@ -263,7 +265,7 @@ def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpRes
 @require_POST
 def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: int) -> HttpResponse:
     """One click: undo one change from the item's history (itself a new, revertible change)."""
-    agent = _get_agent_for_user(request, name, "editor")
+    agent, role = _get_agent_and_role(request, name, "editor")
     item = _get_item_for_user(request, agent, kind, pk)
     event = MemoryEvent.objects.filter(target_kind=kind, target_id=item.pk, pk=event_id).first()
     replacing = request.POST.get("shown_as")  # the row on screen, when reverting a predecessor
@@ -286,7 +288,7 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
         return trigger_client_event(HttpResponse(""), "memory-changed")
     if not request.htmx:
         return redirect(_back(agent, kind, item))
-    response = _row(request, agent, kind, item)
+    response = _row(request, role, agent, kind, item)
     if replacing and replacing.isdigit() and int(replacing) != item.pk:
         # The row on screen showed the replacement: swap it for the restored memory.
         response["HX-Retarget"] = f"#item-{kind}-{int(replacing)}"
