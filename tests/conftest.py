@@ -7,6 +7,7 @@ when DATABASE_URL=postgres://... is set; REDIS_URL=redis://... adds the broker c
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from django.db import connections
 from django.test import Client
 
 from memoryapp.core.models import Agent, ApiKey
+from tests import browser_support
 
 
 @dataclass
@@ -141,3 +143,42 @@ def logged_in_member(
     client = Client(enforce_csrf_checks=csrf_checks)
     client.force_login(user)
     return client
+
+
+# --- browser tests (tests/browser_support.py has the helpers) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests
+    # make between browser steps are still plain synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=browser_support.CHROMIUM,
+                headless=True,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            )
+            yield browser
+            browser.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    watched = browser_support.Watched(context.new_page())
+    yield watched
+    context.close()

@@ -4,15 +4,10 @@
 Needs /usr/bin/chromium (`apt-get install chromium`; `.ci/run` installs it).
 """
 
-import os
-import shutil
 from datetime import timedelta
-from pathlib import Path
 from urllib.parse import quote
 
 import httpx
-import pytest
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,102 +19,15 @@ from memoryapp.core.models import (
     Memory,
     Session,
 )
-from memoryapp.dashboard.models import Membership
+from tests.browser_support import (
+    PAYLOADS,
+    append,
+    log_in,
+    make_user,
+    skip_without_chromium,
+)
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PAYLOADS = [
-    line
-    for line in (Path(__file__).parent / "fixtures" / "xss_payloads.txt").read_text().splitlines()
-    if line.strip()
-]
-PASSWORD = "pw-for-browser-tests"
-
-pytestmark = [
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="needs Debian's chromium: apt-get install chromium"
-    ),
-    pytest.mark.django_db(transaction=True),
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests
-    # make between browser steps are still plain synchronous calls.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM,
-                headless=True,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
-            )
-            yield browser
-            browser.close()
-    finally:
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-
-
-class Watched:
-    """A page that records dialogs, CSP violations and page errors."""
-
-    def __init__(self, page):
-        self.page = page
-        self.dialogs = []
-        self.violations = []
-        page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
-        page.on(
-            "console",
-            lambda msg: (
-                self.violations.append(msg.text)
-                if "Content Security Policy" in msg.text or "Refused to" in msg.text
-                else None
-            ),
-        )
-        page.on("pageerror", lambda error: self.violations.append(str(error)))
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    watched = Watched(context.new_page())
-    yield watched
-    context.close()
-
-
-def make_user(name, agent=None, role="editor", staff=False):
-    user = get_user_model().objects.create_user(name, password=PASSWORD, is_staff=staff)
-    if agent is not None:
-        Membership.objects.create(user=user, agent=agent, role=role)
-    return user
-
-
-def log_in(page, live_server, username):
-    page.goto(live_server.url + "/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/")
-
-
-def append(live_server, key, session, content):
-    response = httpx.post(
-        f"{live_server.url}/api/v1/sessions/{quote(session, safe='')}/turns",
-        json={"messages": [{"role": "user", "content": content}]},
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
-    assert response.status_code == 201, response.text
+pytestmark = skip_without_chromium
 
 
 def test_log_in_open_a_session_and_see_a_new_turn_arrive_live(page, live_server, in_process_tasks):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memoryapp.dashboard import cleanup_views, memory_views, settings_views, views
+from memoryapp.dashboard import cleanup_views, memory_views, search_views, settings_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -19,7 +19,7 @@ urlpatterns = [
         "agents/<slug:name>/keys/<int:key_id>/revoke/", settings_views.revoke_key, name="revoke_key"
     ),
     path("agents/<slug:name>/memories/", memory_views.memories, name="memories"),
-    path("agents/<slug:name>/search/", views.search_page, name="search"),
+    path("agents/<slug:name>/search/", search_views.search_page, name="search"),
     path(
         "agents/<slug:name>/memories/<int:pk>/<str:action>/",
         memory_views.memory_status,
