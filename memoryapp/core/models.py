@@ -1020,6 +1020,12 @@ class Subtask(models.Model):
         return self.title
 
 
+class ExtractionJobQuerySet(models.QuerySet):
+    def failed(self):
+        """Jobs whose extraction gave up: what the dashboard counts as errors."""
+        return self.filter(status=ExtractionJob.Status.FAILED)
+
+
 class ExtractionJob(models.Model):
     """The outbox row for one turn's extraction: written in the ingest transaction, so a
     turn is never stored without it; dispatched after commit, re-dispatched by the sweep
@@ -1041,6 +1047,8 @@ class ExtractionJob(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ExtractionJobQuerySet.as_manager()
 
     class Meta:
         indexes = [

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from memoryapp.dashboard import cleanup_views, memory_views, search_views, settings_views, views
+from memoryapp.dashboard import (
+    cleanup_views,
+    memory_views,
+    search_views,
+    session_views,
+    settings_views,
+    views,
+)
 
 app_name = "dashboard"
 urlpatterns = [
@@ -10,9 +17,9 @@ urlpatterns = [
     path("cleanup/runs/<int:run_id>/", cleanup_views.cleanup_progress, name="cleanup_progress"),
     path("cleanup/extend/", cleanup_views.extend_sessions, name="cleanup_extend"),
     path("agents/<slug:name>/", views.agent_detail, name="agent"),
-    path("agents/<slug:name>/sessions/<str:key>/", views.session_detail, name="session"),
-    path("agents/<slug:name>/sessions/<str:key>/older/", views.session_older, name="older"),
-    path("agents/<slug:name>/sessions/<str:key>/live/", views.session_live, name="live"),
+    path("agents/<slug:name>/sessions/<str:key>/", session_views.session_detail, name="session"),
+    path("agents/<slug:name>/sessions/<str:key>/older/", session_views.session_older, name="older"),
+    path("agents/<slug:name>/sessions/<str:key>/live/", session_views.session_live, name="live"),
     path("agents/<slug:name>/settings/", settings_views.agent_settings, name="agent_settings"),
     path("agents/<slug:name>/keys/", settings_views.create_key, name="create_key"),
     path(

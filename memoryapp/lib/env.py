@@ -122,7 +122,9 @@ def sqlite_database(path: Path) -> dict:
                 "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
             ),
         },
-        "TEST": {"NAME": str(path.with_name(path.stem + "-test.sqlite3"))},
+        # One test database per test process: two runs side by side (a person's and CI's)
+        # must not share one file. Django removes it when the run ends.
+        "TEST": {"NAME": str(path.with_name(f"{path.stem}-test-{os.getpid()}.sqlite3"))},
     }
 
 
