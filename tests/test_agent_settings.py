@@ -10,7 +10,8 @@ from tests.conftest import logged_in_member
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
 SETTINGS = {
-    "ttl_seconds": "7200",
+    "ttl_seconds_amount": "2",
+    "ttl_seconds_unit": "hours",
     "max_messages": "50",
     "token_budget": "16000",
     "encoding": "cl100k_base",
@@ -55,7 +56,9 @@ def test_staff_change_settings(agent):
     bad = staff.post(
         "/agents/coder/settings/", {**SETTINGS, "encoding": "nope", "max_messages": "0"}, headers=HX
     )
-    assert bad.status_code == 422 and "unknown encoding" in bad.content.decode()
+    assert bad.status_code == 422 and "nope is not one of the available choices" in (
+        bad.content.decode()
+    )
     agent.refresh_from_db()
     assert agent.encoding == "cl100k_base" and agent.max_messages == 50
 
@@ -80,5 +83,6 @@ def test_tokens_per_day_chart(agent):
     )
     viewer = logged_in_member("viewer", agent, "vera")
     page = viewer.get("/agents/coder/")
-    assert page.context["chart"]["bars"][0]["tokens"] == 150
-    assert "150 tokens</title>" in page.content.decode()
+    today = page.context["chart"].columns[-1]
+    assert today.total == 150 and [bar.value for bar in today.bars] == [120, 30]
+    assert "150 tokens (120 input, 30 output)</title>" in page.content.decode()

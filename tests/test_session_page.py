@@ -126,15 +126,16 @@ def test_findings_are_grouped_and_goal_subtasks_context_shown(session, viewer):
 def test_turns_table_and_chart_show_tokens_per_iteration(session, viewer):
     response = viewer.get("/agents/coder/sessions/s1/")
     chart = response.context["chart"]
-    turns = response.context["turns"]
-    assert [t.iteration for t in turns] == list(range(1, 12))
+    turns = response.context["turn_rows"]
+    assert [t.iteration for t in turns] == list(range(11, 0, -1))  # newest first
     html = response.content.decode()
     assert html.count('<rect class="in"') == 11 and html.count('<rect class="out"') == 11
     # The tallest bar is the largest count; the others scale to it.
-    last = chart["bars"][-1]
-    assert last["h_in"] == 100 and last["input"] == 1000
-    assert chart["bars"][-2]["h_in"] == 90
-    assert "<title>#11 input 1000</title>" in html
+    last = chart.columns[-1]
+    assert last.label == "#11" and last.bars[0].value == 1000
+    assert last.bars[0].height == chart.plot_height
+    assert chart.columns[-2].bars[0].height == 0.9 * chart.plot_height
+    assert "<title>#11: " in html and "(1,000 input, " in html
     assert '<td class="num">1,000</td>' in html
 
 
@@ -220,8 +221,9 @@ class _Links(HTMLParser):
             self.found.append((tag, attrs))
 
 
-# Elements that poll: without JavaScript a reload shows the same, so no link is needed.
-POLLERS = {"live", "progress"}
+# Elements that poll, or refresh after an edit on the page: without JavaScript a reload
+# shows the same, so no link is needed.
+POLLERS = {"live", "progress", "refresh-on-edit"}
 
 
 def test_every_htmx_request_has_a_plain_html_fallback(agent, session, monkeypatch):
@@ -334,10 +336,10 @@ def test_findings_and_inferred_context_show_where_they_came_from(session, viewer
     item = html[html.index(f'id="item-finding-{finding.pk}"') :]
     item = item[: item.index("</div>\n</div>") if "</div>\n</div>" in item else 2000]
     assert 'class="meta provenance"' in item and "from turn 11" in item
-    assert 'href="/agents/coder/sessions/s1/#msg-21"' in item
+    assert 'href="/agents/coder/sessions/s1/?at=21#msg-21"' in item
     evidence = html[html.index(f'id="item-context_item-{task.pk}"') :]
     ref = task.evidence[-1]
-    assert f'href="/agents/coder/sessions/s1/#msg-{ref["seq"]}"' in evidence[:3000]
+    assert f'href="/agents/coder/sessions/s1/?at={ref["seq"]}#msg-{ref["seq"]}"' in evidence[:3000]
     assert f"turn {ref['turn']}, message #{ref['seq']}</a>: {ref['what']}" in evidence[:3000]
 
 

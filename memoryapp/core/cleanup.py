@@ -16,7 +16,7 @@ its progress.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Sum
@@ -29,7 +29,6 @@ logger = logging.getLogger(__name__)
 BATCH_MESSAGES = 20_000
 BATCH_SESSIONS = 200
 CHUNK_MESSAGES = 20_000
-RUN_STALE_AFTER = timedelta(hours=1)
 
 # (SQL to delete rows under the sessions in %(ids)s), children before parents.
 _DELETES = [
@@ -151,15 +150,11 @@ def run_cleanup(
     under way, unless `run_id` names a run created for this call (the dashboard's)."""
     now = now or timezone.now()
     if run_id is not None:
-        run = CleanupRun.objects.filter(pk=run_id, status=CleanupRun.Status.RUNNING).first()
+        run = CleanupRun.objects.running().filter(pk=run_id).first()
         if run is None:
             return None
     else:
-        busy = CleanupRun.objects.filter(
-            status=CleanupRun.Status.RUNNING,
-            dry_run=False,
-            started_at__gt=now - RUN_STALE_AFTER,
-        ).exists()
+        busy = CleanupRun.objects.under_way(now).exists()
         if busy and not dry_run:
             return None
         run = CleanupRun.objects.create(dry_run=dry_run, triggered_by=triggered_by, started_at=now)

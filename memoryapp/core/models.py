@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
-from memoryapp.lib import extraction
+from memoryapp.lib import diff, extraction
 from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
 from memoryapp.lib.matching import queries_match
@@ -379,6 +380,15 @@ class IdempotencyRecord(models.Model):
         return f"{self.session_id}:{self.key}"
 
 
+class FindingQuerySet(models.QuerySet):
+    def for_agent(self, agent: Agent) -> FindingQuerySet:
+        return self.filter(session__agent=agent)
+
+    def with_provenance(self) -> FindingQuerySet:
+        """What the dashboard shows of each: its session, turn, message and tool call."""
+        return self.select_related("session__agent", "turn", "message", "tool_call")
+
+
 class Finding(models.Model):
     """What one tool call taught the agent. Its identity says exactly which call it
     answers (memoryapp.lib.extraction.identity): two different calls never share a
@@ -414,6 +424,11 @@ class Finding(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = FindingQuerySet.as_manager()
+
+    KIND = "finding"  # its name in MemoryEvent.target_kind and the dashboard's URLs
+    is_editable = True
 
     class Meta:
         constraints = [
@@ -602,6 +617,38 @@ class Finding(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.UPDATE, before, self.snapshot(), actor)
         return True
 
+    @classmethod
+    def add_from_dashboard(
+        cls, *, agent: Agent, session: Session | None, actor: str, **fields
+    ) -> Finding:
+        """A finding a person adds to a session (`tool`, `query`, `fact`, `success`): the
+        same call again updates the finding that answers it. Call inside a transaction."""
+        if session is None:
+            raise ValueError("a finding belongs to a session")
+        finding, _ = cls.record(session, actor=actor, source=cls.Source.MANUAL, **fields)
+        return finding
+
+    def edit_from_dashboard(self, actor: str, **fields) -> Finding:
+        self.edit(actor, **fields)
+        return self
+
+    def history_targets(self) -> dict[int, Finding]:
+        """The rows whose changes make up this one's history: itself."""
+        return {self.pk: self}
+
+    def dashboard_url(self) -> str:
+        page = reverse("dashboard:session", args=[self.session.agent.name, self.session.key])
+        return f"{page}#item-{self.KIND}-{self.pk}"
+
+
+class ContextItemQuerySet(models.QuerySet):
+    def for_agent(self, agent: Agent) -> ContextItemQuerySet:
+        return self.filter(session__agent=agent)
+
+    def with_provenance(self) -> ContextItemQuerySet:
+        """What the dashboard shows of each: its session (its evidence is in the row)."""
+        return self.select_related("session__agent")
+
 
 class ContextItem(models.Model):
     class Source(models.TextChoices):
@@ -618,6 +665,11 @@ class ContextItem(models.Model):
     evidence = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ContextItemQuerySet.as_manager()
+
+    KIND = "context_item"  # its name in MemoryEvent.target_kind and the dashboard's URLs
+    is_editable = True
 
     class Meta:
         constraints = [
@@ -707,6 +759,45 @@ class ContextItem(models.Model):
         )
         return item
 
+    @classmethod
+    def add_from_dashboard(
+        cls,
+        *,
+        agent: Agent,
+        session: Session | None,
+        actor: str,
+        key: str,
+        value,
+        confidence: float = 1.0,
+    ) -> ContextItem:
+        """An item a person sets on a session; an existing key takes the new value. Call
+        inside a transaction."""
+        if session is None:
+            raise ValueError("a working-context item belongs to a session")
+        item, _ = cls.put(
+            session, key, value, source=cls.Source.MANUAL, confidence=confidence, actor=actor
+        )
+        return item
+
+    def edit_from_dashboard(self, actor: str, *, value, confidence: float) -> ContextItem:
+        """A person's value: it stays until a person or the agent says otherwise."""
+        item, _ = ContextItem.put(
+            self.session,
+            self.key,
+            value,
+            source=self.Source.MANUAL,
+            confidence=confidence,
+            actor=actor,
+        )
+        return item
+
+    def history_targets(self) -> dict[int, ContextItem]:
+        return {self.pk: self}
+
+    def dashboard_url(self) -> str:
+        page = reverse("dashboard:session", args=[self.session.agent.name, self.session.key])
+        return f"{page}#item-{self.KIND}-{self.pk}"
+
 
 class MemoryQuerySet(models.QuerySet):
     def for_agent(self, agent: Agent) -> MemoryQuerySet:
@@ -714,6 +805,10 @@ class MemoryQuerySet(models.QuerySet):
 
     def active(self) -> MemoryQuerySet:
         return self.filter(status=Memory.Status.ACTIVE)
+
+    def with_provenance(self) -> MemoryQuerySet:
+        """What the dashboard shows of each: its agent and the session that learned it."""
+        return self.select_related("agent", "session")
 
 
 class Memory(models.Model):
@@ -757,6 +852,8 @@ class Memory(models.Model):
     access_count = models.PositiveIntegerField(default=0)
 
     objects = MemoryQuerySet.as_manager()
+
+    KIND = "memory"  # its name in MemoryEvent.target_kind and the dashboard's URLs
 
     class Meta:
         verbose_name_plural = "memories"
@@ -895,7 +992,10 @@ class Memory(models.Model):
             return "forget this fact (archive it)" if self.status == self.Status.ACTIVE else None
         replaced = self.status == self.Status.SUPERSEDED and self.superseded_by_id is not None
         if replaced and event.before.get("status") == self.Status.ACTIVE:
-            return f"bring back “{self.content[:80]}” and archive the fact that replaced it"
+            # An earlier change of a replaced fact: its revert brings back that state.
+            also = _changes(event.before, self.snapshot(), ("memory_type", "confidence"))
+            also = f" ({also})" if also else ""
+            return f"bring back “{self.content[:80]}”{also} and archive the fact that replaced it"
         if replaced:
             return None  # an earlier change of a fact that was replaced since
         changes = _changes(event.before, self.snapshot(), ("memory_type", "confidence", "status"))
@@ -941,6 +1041,75 @@ class Memory(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.RESTORE, before, self.snapshot(), actor)
         return True
 
+    def remove(self, actor: str) -> None:
+        """Delete for good (archive is the soft way); the history keeps a `delete` row
+        with what it held. Call inside a transaction."""
+        MemoryEvent.record(self, MemoryEvent.Action.DELETE, self.snapshot(), None, actor)
+        self.delete()
+
+    @property
+    def is_editable(self) -> bool:
+        """A replaced fact is not edited: its replacement is."""
+        return self.status != self.Status.SUPERSEDED
+
+    @classmethod
+    def add_from_dashboard(
+        cls,
+        *,
+        agent: Agent,
+        session: Session | None,
+        actor: str,
+        content: str,
+        memory_type: str,
+        confidence: float,
+    ) -> Memory:
+        """A fact a person adds; the same fact again strengthens the one remembered.
+        Call inside a transaction."""
+        memory, _ = cls.remember(
+            agent,
+            content,
+            memory_type=memory_type,
+            confidence=confidence,
+            actor=actor,
+            session=session,
+            source=cls.Source.MANUAL,
+        )
+        return memory
+
+    def edit_from_dashboard(
+        self, actor: str, *, content: str, memory_type: str, confidence: float
+    ) -> Memory:
+        """A person's edit: new content replaces the fact (the new memory is returned)."""
+        return self.revise(
+            actor=actor,
+            content=content,
+            memory_type=memory_type,
+            confidence=confidence,
+            source=self.Source.MANUAL,
+        )
+
+    def history_targets(self, limit: int = 50) -> dict[int, Memory]:
+        """This memory and the facts it replaced, so that a replacement can be reverted
+        from the memory people see now (one query per generation, at most `limit`)."""
+        targets = {self.pk: self}
+        frontier = [self.pk]
+        while frontier and len(targets) < limit:
+            replaced = Memory.objects.filter(agent_id=self.agent_id, superseded_by_id__in=frontier)
+            found = [m for m in replaced if m.pk not in targets]
+            targets.update((m.pk, m) for m in found)
+            frontier = [m.pk for m in found]
+        return targets
+
+    def dashboard_url(self) -> str:
+        page = reverse("dashboard:memories", args=[self.agent.name])
+        return f"{page}#item-{self.KIND}-{self.pk}"
+
+
+class MemoryEventQuerySet(models.QuerySet):
+    def history_of(self, kind: str, ids) -> MemoryEventQuerySet:
+        """The changes of these rows of one kind, newest first (index event_target)."""
+        return self.filter(target_kind=kind, target_id__in=ids).order_by("-created_at", "-id")
+
 
 class MemoryEvent(models.Model):
     class Target(models.TextChoices):
@@ -964,6 +1133,8 @@ class MemoryEvent(models.Model):
     actor = models.CharField(max_length=200, help_text="agent:<name>, user:<username> or system")
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = MemoryEventQuerySet.as_manager()
+
     class Meta:
         indexes = [
             # The history of one memory, finding or context item, in order.
@@ -972,6 +1143,91 @@ class MemoryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target_kind}#{self.target_id} by {self.actor}"
+
+    FIELD_LABELS = {"memory_type": "type", "superseded_by": "replaced by", "file_path": "file"}
+    PERSON = "user:"  # the actor prefix of a person's change (agent:…, system:… otherwise)
+
+    @property
+    def label(self) -> str:
+        """What kind of change this row is, in words: added, edited, archived, restored,
+        replaced (a memory's content changed: a new memory took its place), brought back
+        (a replacement undone), expired or deleted."""
+        if self.action == self.Action.DELETE:
+            return "archived" if self.after else "deleted"
+        if self.action != self.Action.UPDATE:
+            return {"add": "added", "restore": "restored", "expire": "expired"}[self.action]
+        old, new = (self.before or {}).get("status"), (self.after or {}).get("status")
+        if old == new:
+            return "edited"
+        if new == Memory.Status.ACTIVE:
+            return "brought back" if old == Memory.Status.SUPERSEDED else "restored"
+        return "replaced" if new == Memory.Status.SUPERSEDED else "archived"
+
+    def changes(self, contents: dict[int, str] | None = None) -> list[diff.Change]:
+        """The fields this change changed, old and new. `contents`: memory ids to their
+        content, so that a replacement reads as the content it brought (a word diff)
+        rather than as the id of the memory that took the fact's place."""
+        before, after = self.before, self.after
+        if self.target_kind == self.Target.MEMORY and contents:
+
+            def named(snapshot: dict | None) -> dict | None:
+                if not snapshot or snapshot.get("superseded_by") not in contents:
+                    return snapshot
+                return {**snapshot, "superseded_by": f"“{contents[snapshot['superseded_by']]}”"}
+
+            new_id = (after or {}).get("superseded_by")
+            if before and new_id in contents and before.get("superseded_by") != new_id:
+                # Said as the content the edit wrote, not as the memory that holds it.
+                after = {**after, "content": contents[new_id], "superseded_by": None}
+            before, after = named(before), named(after)
+        return diff.changes(before, after, self.FIELD_LABELS)
+
+    @staticmethod
+    def contents_for(events: list[MemoryEvent], targets: dict) -> dict[int, str]:
+        """The content of each memory these events name as a replacement (for
+        `changes()`): the history's own rows, and one query for any others."""
+        contents = {pk: t.content for pk, t in targets.items() if isinstance(t, Memory)}
+        named = {
+            snapshot.get("superseded_by")
+            for event in events
+            if event.target_kind == MemoryEvent.Target.MEMORY
+            for snapshot in (event.before, event.after)
+            if snapshot
+        }
+        missing = {pk for pk in named if isinstance(pk, int) and pk not in contents}
+        if missing:
+            agents = {event.agent_id for event in events}
+            found = Memory.objects.filter(pk__in=missing, agent_id__in=agents)
+            contents.update(found.values_list("pk", "content"))
+        return contents
+
+    @classmethod
+    def attach_people(cls, *groups) -> None:
+        """Set on each memory, finding or context item of `groups` who added it
+        (`added_by`: an agent, the extractor or a person) and the person who changed it
+        last (`edited_by`, `edited_at`; None if no person did): one query for all."""
+        by_kind: dict[str, dict] = {}
+        for items in groups:
+            for item in items:
+                item.added_by = item.edited_by = item.edited_at = None
+                by_kind.setdefault(item.KIND, {})[item.pk] = item
+        if not by_kind:
+            return
+        wanted = Q()
+        for kind, items in by_kind.items():
+            wanted |= Q(target_kind=kind, target_id__in=list(items))
+        rows = (
+            cls.objects.filter(wanted)
+            .filter(Q(action=cls.Action.ADD) | Q(actor__startswith=cls.PERSON))
+            .order_by("created_at", "id")
+            .values_list("target_kind", "target_id", "action", "actor", "created_at")
+        )
+        for kind, target_id, action, actor, when in rows:
+            item = by_kind[kind][target_id]
+            if action == cls.Action.ADD and item.added_by is None:
+                item.added_by = actor
+            elif action != cls.Action.ADD:
+                item.edited_by, item.edited_at = actor, when
 
     @classmethod
     def record(
@@ -1075,9 +1331,23 @@ class PendingToolOutput(models.Model):
         return f"output of {self.tool_call_id}"
 
 
+class CleanupRunQuerySet(models.QuerySet):
+    def running(self) -> CleanupRunQuerySet:
+        """Runs not finished yet: the one the cleanup page follows, the one a task resumes."""
+        return self.filter(status=CleanupRun.Status.RUNNING)
+
+    def under_way(self, now: datetime | None = None) -> CleanupRunQuerySet:
+        """Real (not dry) runs running now: while one is, no other real run starts. A run
+        whose worker died stays "running"; after STALE_AFTER it no longer counts."""
+        now = now or timezone.now()
+        return self.running().filter(dry_run=False, started_at__gt=now - CleanupRun.STALE_AFTER)
+
+
 class CleanupRun(models.Model):
     """One run of TTL cleanup, with its progress, for the dashboard's progress bar and
     its list of past runs."""
+
+    STALE_AFTER = timedelta(hours=1)
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -1096,6 +1366,8 @@ class CleanupRun(models.Model):
     rows_removed = models.PositiveBigIntegerField(default=0)
     memories_expired = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+
+    objects = CleanupRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at"]

@@ -1,75 +1,94 @@
-"""Seeing and fixing what an agent remembers: the memories page, and inline editing with a
-history of every change and one-click revert, for memories, findings and working-context
-items alike. Editing needs the editor role; a person's edit has source `manual`.
+"""Seeing and fixing what an agent remembers: the memories page (with bulk archive and
+delete), and adding, editing, the history of every change with its diff and one-click
+revert, for memories, findings and working-context items alike. Editing needs the
+editor role; a person's change has source `manual` and actor `user:<name>`.
 
-One view answers GET with the display or form partial and POST with the display partial
-(or the form with errors); other widgets learn of a change through the `memory-changed`
+What differs between the three kinds is said once, in `EDITABLE`: the model, which holds
+the behaviour (add, edit, revert, whose history, where it is shown), and its forms. One
+view answers GET with the display or form partial and POST with the display partial (or
+the form with errors); other widgets learn of a change through the `memory-changed`
 client event. Without JavaScript, the same URLs work as pages and redirects.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
 from memoryapp.core import search as fulltext
 from memoryapp.core.limits import MAX_FACT_CHARS
-from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent
-from memoryapp.dashboard.access import _get_agent_and_role
+from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent
+from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user
 
 PAGE = 50
-KINDS = ("memory", "finding", "context_item")
+HISTORY_ROWS = 200  # newest changes shown in one history
 
 
 def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
 
 
-def _get_item_for_user(request: HttpRequest, agent, kind: str, pk: int):
-    """A memory, finding or context item of this agent, or 404."""
-    if kind == "memory":
-        item = Memory.objects.filter(agent=agent, pk=pk).first()
-    elif kind == "finding":
-        item = Finding.objects.filter(session__agent=agent, pk=pk).select_related("session").first()
-    elif kind == "context_item":
-        item = (
-            ContextItem.objects.filter(session__agent=agent, pk=pk)
-            .select_related("session")
-            .first()
-        )
-    else:
-        item = None
-    if item is None:
-        raise Http404("not found")
-    return item
+# --- forms ------------------------------------------------------------------------------
 
 
 class MemoryForm(forms.Form):
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_FACT_CHARS)
-    memory_type = forms.ChoiceField(choices=Memory.Type.choices)
-    confidence = forms.FloatField(min_value=0, max_value=1)
+    memory_type = forms.ChoiceField(choices=Memory.Type.choices, label="Type")
+    confidence = forms.FloatField(min_value=0, max_value=1, initial=0.8)
+
+    @classmethod
+    def for_item(cls, memory: Memory, data=None) -> MemoryForm:
+        initial = {
+            "content": memory.content,
+            "memory_type": memory.memory_type,
+            "confidence": memory.confidence,
+        }
+        return cls(data, initial=initial)
 
 
 class FindingForm(forms.Form):
     query = forms.CharField(required=False, max_length=MAX_FACT_CHARS)
     fact = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_FACT_CHARS)
-    success = forms.BooleanField(required=False)
+    success = forms.BooleanField(required=False, initial=True)
+
+    @classmethod
+    def for_item(cls, finding: Finding, data=None) -> FindingForm:
+        initial = {"query": finding.query, "fact": finding.fact, "success": finding.success}
+        return cls(data, initial=initial)
+
+
+class NewFindingForm(FindingForm):
+    """A finding added by hand also says which tool call it answers."""
+
+    tool = forms.CharField(max_length=200, help_text="The tool that was called, e.g. grep")
+    field_order = ["tool", "query", "fact", "success"]
 
 
 class ContextItemForm(forms.Form):
     value = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=10_000)
-    confidence = forms.FloatField(min_value=0, max_value=1)
+    confidence = forms.FloatField(min_value=0, max_value=1, initial=1.0)
 
     def __init__(self, *args, structured: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.structured = structured
+
+    @classmethod
+    def for_item(cls, item: ContextItem, data=None) -> ContextItemForm:
+        structured = not isinstance(item.value, str)
+        text = json.dumps(item.value, ensure_ascii=False) if structured else item.value
+        initial = {"value": text, "confidence": item.confidence}
+        return cls(data, initial=initial, structured=structured)
 
     def clean_value(self):
         text = self.cleaned_data["value"]
@@ -81,62 +100,102 @@ class ContextItemForm(forms.Form):
             raise forms.ValidationError("this value is JSON: enter valid JSON") from None
 
 
-def _form_for(kind: str, item, data=None):
-    if kind == "memory":
-        initial = {
-            "content": item.content,
-            "memory_type": item.memory_type,
-            "confidence": item.confidence,
-        }
-        return MemoryForm(data, initial=initial)
-    if kind == "finding":
-        initial = {"query": item.query, "fact": item.fact, "success": item.success}
-        return FindingForm(data, initial=initial)
-    structured = not isinstance(item.value, str)
-    text = json.dumps(item.value, ensure_ascii=False) if structured else item.value
-    return ContextItemForm(
-        data, initial={"value": text, "confidence": item.confidence}, structured=structured
-    )
+class NewContextItemForm(ContextItemForm):
+    key = forms.CharField(max_length=200, help_text="e.g. current_task, framework")
+    field_order = ["key", "value", "confidence"]
+
+    def clean_key(self):
+        return self.cleaned_data["key"].strip()
 
 
-def _save(request: HttpRequest, kind: str, item, form):
-    actor = _actor(request)
-    data = form.cleaned_data
-    if kind == "memory":
-        return item.revise(
-            actor=actor,
-            content=data["content"],
-            memory_type=data["memory_type"],
-            confidence=data["confidence"],
-            source=Memory.Source.MANUAL,
-        )
-    if kind == "finding":
-        item.edit(actor, query=data["query"], fact=data["fact"], success=data["success"])
+# --- what differs between kinds, said once ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Editable:
+    """A kind of row people edit from the dashboard: the model holds its behaviour
+    (`add_from_dashboard`, `edit_from_dashboard`, `revert`, `history_targets`,
+    `dashboard_url`); the forms say what a person enters."""
+
+    model: type[Memory] | type[Finding] | type[ContextItem]
+    form: type[forms.Form]
+    add_form: type[forms.Form]
+    noun: str
+    needs_session: bool  # added to a session (findings, context items) or to the agent
+
+    def get(self, agent: Agent, pk: int):
+        """One row of this kind that belongs to `agent`, or 404."""
+        item = self.model.objects.for_agent(agent).with_provenance().filter(pk=pk).first()
+        if item is None:
+            raise Http404("not found")
         return item
-    updated, _ = ContextItem.put(
-        item.session,
-        item.key,
-        data["value"],
-        source=ContextItem.Source.MANUAL,
-        confidence=data["confidence"],
-        actor=actor,
+
+
+EDITABLE: dict[str, Editable] = {
+    editable.model.KIND: editable
+    for editable in (
+        Editable(Memory, MemoryForm, MemoryForm, "memory", needs_session=False),
+        Editable(Finding, FindingForm, NewFindingForm, "finding", needs_session=True),
+        Editable(
+            ContextItem,
+            ContextItemForm,
+            NewContextItemForm,
+            "working-context item",
+            needs_session=True,
+        ),
     )
-    return updated
+}
+
+
+def _editable(kind: str) -> Editable:
+    if kind not in EDITABLE:
+        raise Http404("no such kind")
+    return EDITABLE[kind]
+
+
+def _locked(item):
+    """The row again, locked for the rest of the transaction (someone may have changed or
+    removed it since it was read); 404 if it is gone."""
+    locked = type(item).objects.select_for_update().filter(pk=item.pk).first()
+    if locked is None:
+        raise Http404("gone")
+    return locked
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+
+def _history_context(item) -> dict:
+    """The item's history, newest first: each change with the fields it changed and what
+    reverting it would do (None: not offered, it would change nothing)."""
+    targets = item.history_targets()
+    events = list(MemoryEvent.objects.history_of(item.KIND, list(targets))[:HISTORY_ROWS])
+    contents = MemoryEvent.contents_for(events, targets)
+    for event in events:
+        target = targets.get(event.target_id)
+        event.plan = target.revert_plan(event) if target is not None else None
+        event.field_changes = event.changes(contents)
+    return {"events": events, "history_open": True}
 
 
 def _row(
-    request: HttpRequest, role: str, agent, kind: str, item, *, status: int = 200
+    request: HttpRequest, role: str, agent: Agent, item, *, history: bool = False
 ) -> HttpResponse:
-    context = {"agent": agent, "kind": kind, "item": item, "role": role}
-    return render(request, "dashboard/_item.html", context, status=status)
+    MemoryEvent.attach_people([item])
+    context = {"agent": agent, "kind": item.KIND, "item": item, "role": role}
+    if history:
+        context.update(_history_context(item))
+    return render(request, "dashboard/_item.html", context)
 
 
-def _back(agent, kind: str, item) -> str:
-    if kind == "memory":
-        return f"/agents/{agent.name}/memories/"
-    from urllib.parse import quote
+def _form_page(request: HttpRequest, context: dict, *, status: int = 200) -> HttpResponse:
+    # htmx 2 swaps only 2xx answers: a form with errors is 200 to htmx, 422 to a browser.
+    if request.htmx:
+        return render(request, "dashboard/edit.html#form", context)
+    return render(request, "dashboard/edit.html", context, status=status)
 
-    return f"/agents/{agent.name}/sessions/{quote(item.session.key, safe='')}/"
+
+# --- pages -------------------------------------------------------------------------------
 
 
 @login_required
@@ -162,6 +221,7 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
         offset=offset,
         limit=PAGE,
     )
+    MemoryEvent.attach_people(found)
     context = {
         "agent": agent,
         "role": role,
@@ -182,28 +242,76 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+def item_add(request: HttpRequest, name: str, kind: str, key: str | None = None) -> HttpResponse:
+    """GET: the form to add a memory (to the agent, or learned in a session), a finding
+    or a working-context item (to a session); POST: add it. `?cancel` closes the form."""
+    editable = _editable(kind)
+    agent, role = _get_agent_and_role(request, name, "editor")
+    session = _get_session_for_user(request, agent, key) if key is not None else None
+    if editable.needs_session and session is None:
+        raise Http404("added to a session")
+    if "cancel" in request.GET:
+        if request.htmx:
+            return HttpResponse("")
+        page = "dashboard:session" if session else "dashboard:memories"
+        return redirect(page, *([agent.name, session.key] if session else [agent.name]))
+    form = editable.add_form(request.POST if request.method == "POST" else None)
+    if request.method == "GET" or not form.is_valid():
+        context = {
+            "agent": agent,
+            "session": session,
+            "kind": kind,
+            "noun": editable.noun,
+            "form": form,
+            "action": request.path,
+            "cancel_url": f"{request.path}?cancel=1",
+        }
+        return _form_page(request, context, status=422 if request.method == "POST" else 200)
+    with transaction.atomic():
+        item = editable.model.add_from_dashboard(
+            agent=agent, session=session, actor=_actor(request), **form.cleaned_data
+        )
+    if not request.htmx:
+        return redirect(item.dashboard_url())
+    return trigger_client_event(_row(request, role, agent, item), "memory-changed")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
 def item_edit(request: HttpRequest, name: str, kind: str, pk: int) -> HttpResponse:
     """GET: the form (editors) or, with ?display, the display partial. POST: save."""
-    need = "viewer" if request.method == "GET" and "display" in request.GET else "editor"
-    agent, role = _get_agent_and_role(request, name, need)
-    item = _get_item_for_user(request, agent, kind, pk)
+    editable = _editable(kind)
+    display = request.method == "GET" and "display" in request.GET
+    agent, role = _get_agent_and_role(request, name, "viewer" if display else "editor")
+    item = editable.get(agent, pk)
+    if display:
+        if not request.htmx:
+            return redirect(item.dashboard_url())
+        return _row(request, role, agent, item)
+    if not item.is_editable:
+        return HttpResponse("This was replaced since: edit what replaced it.", status=409)
+    edit_url = request.path
+    context = {
+        "agent": agent,
+        "kind": kind,
+        "item": item,
+        "noun": editable.noun,
+        "action": edit_url,
+        "cancel_url": f"{edit_url}?display=1",
+    }
     if request.method == "GET":
-        if "display" in request.GET:
-            return _row(request, role, agent, kind, item)
-        context = {"agent": agent, "kind": kind, "item": item, "form": _form_for(kind, item)}
-        template = "dashboard/_item_form.html" if request.htmx else "dashboard/edit.html"
-        return render(request, template, context)
-    if kind == "memory" and item.status == Memory.Status.SUPERSEDED:
-        return HttpResponse("This memory was replaced; edit the new one.", status=409)
-    form = _form_for(kind, item, request.POST)
-    if not form.is_valid():
-        context = {"agent": agent, "kind": kind, "item": item, "form": form}
-        return render(request, "dashboard/_item_form.html", context, status=422)
+        return _form_page(request, {**context, "form": editable.form.for_item(item)})
     with transaction.atomic():
-        saved = _save(request, kind, item, form)
+        item = _locked(item)
+        if not item.is_editable:
+            return HttpResponse("This was replaced since: edit what replaced it.", status=409)
+        form = editable.form.for_item(item, request.POST)
+        if not form.is_valid():
+            return _form_page(request, {**context, "form": form}, status=422)
+        saved = item.edit_from_dashboard(_actor(request), **form.cleaned_data)
     if not request.htmx:
-        return redirect(_back(agent, kind, saved))
-    return trigger_client_event(_row(request, role, agent, kind, saved), "memory-changed")
+        return redirect(saved.dashboard_url())
+    return trigger_client_event(_row(request, role, agent, saved), "memory-changed")
 
 
 @login_required
@@ -211,68 +319,89 @@ def item_edit(request: HttpRequest, name: str, kind: str, pk: int) -> HttpRespon
 def memory_status(request: HttpRequest, name: str, pk: int, action: str) -> HttpResponse:
     """Archive (forget, softly) or restore a memory."""
     agent, role = _get_agent_and_role(request, name, "editor")
-    memory = _get_item_for_user(request, agent, "memory", pk)
+    memory = EDITABLE["memory"].get(agent, pk)
+    if action not in ("archive", "restore"):
+        raise Http404("unknown action")
     with transaction.atomic():
+        locked = _locked(memory)
         if action == "archive":
-            memory.archive(_actor(request))
-        elif action == "restore":
-            memory.restore(_actor(request))
+            locked.archive(_actor(request))
         else:
-            raise Http404("unknown action")
+            locked.restore(_actor(request))
+    memory.refresh_from_db(fields=["status", "updated_at"])
     if not request.htmx:
-        return redirect(_back(agent, "memory", memory))
-    return trigger_client_event(_row(request, role, agent, "memory", memory), "memory-changed")
+        return redirect(memory.dashboard_url())
+    return trigger_client_event(_row(request, role, agent, memory), "memory-changed")
+
+
+@login_required
+@require_POST
+def memories_bulk(request: HttpRequest, name: str) -> HttpResponse:
+    """Archive or delete the memories ticked on the memories page: first a confirmation
+    (a page, or a partial in place with htmx) naming them, then, confirmed, all of them
+    in one transaction."""
+    agent, role = _get_agent_and_role(request, name, "editor")
+    action = request.POST.get("action")
+    if action not in ("archive", "delete"):
+        return HttpResponse("choose archive or delete", status=400)
+    ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][: PAGE * 4]
+    chosen = list(
+        Memory.objects.for_agent(agent)
+        .filter(pk__in=ids)
+        .order_by("-confidence", "-updated_at", "-id")
+    )
+    page = reverse("dashboard:memories", args=[agent.name])
+    back = request.POST.get("next", "")
+    if not (back.startswith(page) and url_has_allowed_host_and_scheme(back, None)):
+        back = page  # only ever back to the memories page the person came from
+    if "confirm" not in request.POST or not chosen:
+        context = {"agent": agent, "memories": chosen, "action": action, "back": back}
+        template = "dashboard/bulk.html#confirm" if request.htmx else "dashboard/bulk.html"
+        return render(request, template, context)
+    actor = _actor(request)
+    with transaction.atomic():
+        locked = list(Memory.objects.select_for_update().filter(pk__in=[m.pk for m in chosen]))
+        if action == "archive":
+            done = sum(memory.archive(actor) for memory in locked)
+        else:
+            for memory in locked:
+                memory.remove(actor)
+            done = len(locked)
+    verb = "Archived" if action == "archive" else "Deleted"
+    left = len(chosen) - done
+    note = f" ({left} {'was' if left == 1 else 'were'} not active)" if left else ""
+    messages.success(request, f"{verb} {done} {'memory' if done == 1 else 'memories'}{note}.")
+    return redirect(back)
 
 
 @login_required
 @require_GET
 def item_history(request: HttpRequest, name: str, kind: str, pk: int) -> HttpResponse:
+    """The item with its history open: in place (htmx) or as a page."""
     agent, role = _get_agent_and_role(request, name)
-    item = _get_item_for_user(request, agent, kind, pk)
-    ids = [item.pk]
-    if kind == "memory":
-        # A memory's history includes the facts it replaced, so a replacement can be
-        # reverted from the memory people see now.
-        frontier = [item.pk]
-        while frontier and len(ids) < 50:
-            frontier = list(
-                Memory.objects.filter(agent=agent, superseded_by_id__in=frontier).values_list(
-                    "pk", flat=True
-                )
-            )
-            ids.extend(frontier)
-    events = list(
-        MemoryEvent.objects.filter(target_kind=kind, target_id__in=ids).order_by(
-            "-created_at", "-id"
-        )
-    )
-    targets = type(item).objects.in_bulk(ids) if kind == "memory" else {item.pk: item}
-    for event in events:  # what each revert would do, said beside its button
-        target = targets.get(event.target_id)
-        event.plan = target.revert_plan(event) if target is not None else None
-    context = {
-        "agent": agent,
-        "kind": kind,
-        "item": item,
-        "events": events,
-        "role": role,
-    }
-    template = "dashboard/_history.html" if request.htmx else "dashboard/history.html"
-    return render(request, template, context)
+    item = _editable(kind).get(agent, pk)
+    if request.htmx:
+        return _row(request, role, agent, item, history=True)
+    MemoryEvent.attach_people([item])
+    context = {"agent": agent, "kind": kind, "item": item, "role": role}
+    context.update(_history_context(item))
+    return render(request, "dashboard/history.html", context)
 
 
 @login_required
 @require_POST
 def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: int) -> HttpResponse:
-    """One click: undo one change from the item's history (itself a new, revertible change)."""
+    """One click: undo one change from the item's history (itself a new, revertible
+    change). The answer is the item with its history open, the new row on top."""
     agent, role = _get_agent_and_role(request, name, "editor")
-    item = _get_item_for_user(request, agent, kind, pk)
+    item = _editable(kind).get(agent, pk)
     event = MemoryEvent.objects.filter(target_kind=kind, target_id=item.pk, pk=event_id).first()
     replacing = request.POST.get("shown_as")  # the row on screen, when reverting a predecessor
     if event is None:
         raise Http404("no such change")
-    actor = _actor(request)
+    back = item.dashboard_url()
     with transaction.atomic():
+        item = _locked(item)
         if item.revert_plan(event) is None:
             # Offered only where it does something; a stale page must not change nothing
             # and answer success.
@@ -280,15 +409,15 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
                 "This change cannot be reverted: reverting it would change nothing now.",
                 status=409,
             )
-        back = _back(agent, kind, item)
-        item = item.revert(event, actor)
+        item = item.revert(event, _actor(request))
     if item is None:  # the add was undone: the item is gone
         if not request.htmx:
-            return redirect(back)
+            return redirect(back.split("#")[0])
         return trigger_client_event(HttpResponse(""), "memory-changed")
-    if not request.htmx:
-        return redirect(_back(agent, kind, item))
-    response = _row(request, role, agent, kind, item)
+    item = _editable(kind).get(agent, item.pk)
+    if not request.htmx:  # without JavaScript a revert is made from the history page
+        return redirect("dashboard:item_history", agent.name, kind, item.pk)
+    response = _row(request, role, agent, item, history=True)
     if replacing and replacing.isdigit() and int(replacing) != item.pk:
         # The row on screen showed the replacement: swap it for the restored memory.
         response["HX-Retarget"] = f"#item-{kind}-{int(replacing)}"

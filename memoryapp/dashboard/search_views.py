@@ -1,45 +1,68 @@
-"""Full-text search over an agent's messages, findings and memories."""
+"""Full-text search over an agent's messages, findings and memories: a count, numbered
+pages, a match mode (all words, any word, the exact phrase) and each hit's date. A message
+hit links to its message with `?at=<seq>`, which opens the page of pruned history that
+holds it when it is no longer in the kept conversation."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from memoryapp.core import search as fulltext
 from memoryapp.dashboard.access import _get_agent_and_role
 
-PAGE = 50
+PAGE = 20
+MODE_LABELS = (
+    (fulltext.ALL, "all words"),
+    (fulltext.ANY, "any word"),
+    (fulltext.PHRASE, "the exact phrase"),
+)
 
 
 @login_required
 @require_GET
 def search_page(request: HttpRequest, name: str) -> HttpResponse:
-    """Full-text search over the agent's messages, findings and memories. Snippets are
-    rendered from text segments, each escaped, the matches wrapped in <mark>."""
+    """The search page, or its results partial for htmx. Two queries whatever the number
+    of hits: the count and the page. Snippets are rendered from text segments, each
+    escaped, the matches wrapped in <mark>."""
     agent, role = _get_agent_and_role(request, name)
     query = request.GET.get("q", "").strip()[:200]
     kind = request.GET.get("kind", "")
-    kinds = (kind,) if kind in fulltext.KINDS else fulltext.KINDS
-    try:
-        offset = max(0, int(request.GET.get("offset") or 0))
-    except ValueError:
-        raise Http404("bad offset") from None
-    hits = (
-        fulltext.search(
-            agent, query, kinds=kinds, offset=offset, limit=PAGE + 1, memory_status=None
+    kind = kind if kind in fulltext.KINDS else ""
+    mode = request.GET.get("mode", "")
+    mode = mode if mode in fulltext.MODES else fulltext.ALL
+    page = None
+    if query:
+        results = fulltext.Results(
+            agent,
+            query,
+            kinds=(kind,) if kind else fulltext.KINDS,
+            mode=mode,
+            memory_status=None,
         )
-        if query
-        else []
-    )
+        # get_page: a page number that is not one shows the first or the last page.
+        page = Paginator(results, PAGE).get_page(request.GET.get("page"))
     context = {
         "agent": agent,
         "role": role,
         "q": query,
-        "kind": kind if kind in fulltext.KINDS else "",
-        "hits": hits[:PAGE],
-        "next_offset": offset + PAGE if len(hits) > PAGE else None,
+        "kind": kind,
+        "mode": mode,
+        "mode_labels": MODE_LABELS,
+        "search_url": reverse("dashboard:search", args=[agent.name]),
+        "page": page,
+        "hits": list(page.object_list) if page else [],
+        "page_numbers": (
+            list(page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1))
+            if page
+            else []
+        ),
     }
-    template = "dashboard/search.html#results" if request.htmx else "dashboard/search.html"
-    return render(request, template, context)
+    # A history restore (back after an htmx swap) needs the whole page.
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "dashboard/search.html#results", context)
+    return render(request, "dashboard/search.html", context)

@@ -1,22 +1,141 @@
-"""Agent settings and API keys: the agent's staff role."""
+"""Agent settings and API keys: the agent's staff role.
+
+The settings form says things the way a person thinks of them: the TTL is a number and a
+unit (stored in seconds), the labels are English, and the encoding is a choice among the
+encodings this server can load (`loadable_encodings`), so a choice that would fail every
+token count is never saved.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+
+import tiktoken
 from django import forms
 from django.contrib.auth.decorators import login_required
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from memoryapp.core.limits import MAX_MESSAGES_SETTING
+from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 from memoryapp.core.models import Agent, ApiKey
 from memoryapp.dashboard.access import _get_agent_for_user
+from memoryapp.dashboard.templatetags.numbers import format_duration
 from memoryapp.lib import tokens
 
-CHART_DAYS = 30
+# The units a TTL is entered in, largest last; a stored TTL is shown in the largest unit
+# that divides it exactly, so 7200 reads "2 hours" and 5400 "90 minutes".
+TTL_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
+
+
+@functools.cache
+def loadable_encodings() -> tuple[str, ...]:
+    """The tiktoken encodings this process can load, the offline default first. Cached:
+    trying an encoding missing from TIKTOKEN_CACHE_DIR makes tiktoken try the network,
+    which must not happen on every page view (what loads does not change while the
+    process runs: TIKTOKEN_CACHE_DIR is read at start)."""
+    names = [tokens.DEFAULT_ENCODING]
+    offline = set(tokens._OFFLINE_ALIASES.values())
+    names += [n for n in tiktoken.list_encoding_names() if n not in offline and n not in names]
+    loadable = []
+    for name in names:
+        try:
+            tokens.get_encoding(name)
+        except tokens.EncodingUnavailable:
+            continue
+        loadable.append(name)
+    return tuple(loadable)
+
+
+class DurationWidget(forms.MultiWidget):
+    """A number and a unit; the fieldset's legend names them both."""
+
+    def __init__(self, attrs=None):
+        widgets = {
+            "amount": forms.NumberInput(
+                attrs={"min": 1, "aria-label": "Number", "class": "amount"}
+            ),
+            "unit": forms.Select(
+                choices=[(unit, unit) for unit in TTL_UNITS], attrs={"aria-label": "Unit"}
+            ),
+        }
+        super().__init__(widgets, attrs)
+
+    def decompress(self, value):
+        if value in (None, ""):
+            return [None, "hours"]
+        seconds = int(value)
+        for unit, size in reversed(TTL_UNITS.items()):
+            if seconds % size == 0:
+                return [seconds // size, unit]
+        return [seconds, "seconds"]  # not reached: every whole number divides by 1
+
+
+class DurationField(forms.MultiValueField):
+    """Seconds, entered as a number and a unit."""
+
+    widget = DurationWidget
+
+    def __init__(self, *, max_seconds: int, **kwargs):
+        fields = (
+            forms.IntegerField(min_value=1),
+            forms.ChoiceField(choices=[(unit, unit) for unit in TTL_UNITS]),
+        )
+        validators = [
+            MinValueValidator(1),
+            MaxValueValidator(max_seconds, f"At most {format_duration(max_seconds)}."),
+        ]
+        super().__init__(fields, validators=validators, **kwargs)
+
+    def compress(self, data_list):
+        if not data_list:
+            return None
+        amount, unit = data_list
+        return amount * TTL_UNITS[unit]
+
+
+def _section_budget(label: str, what: str) -> forms.IntegerField:
+    return forms.IntegerField(
+        label=label,
+        required=False,
+        min_value=0,
+        max_value=MAX_TOKEN_BUDGET,
+        help_text=f"Tokens for {what}. Empty: the default share of the token budget.",
+    )
 
 
 class AgentSettingsForm(forms.ModelForm):
+    # Bounds as the API's (memoryapp/api/schemas.py), from memoryapp.core.limits.
+    ttl_seconds = DurationField(
+        label="TTL",
+        max_seconds=MAX_TTL_SECONDS,
+        help_text="How long a session is kept after its last activity (at most "
+        f"{format_duration(MAX_TTL_SECONDS)}). A session may set its own.",
+    )
+    max_messages = forms.IntegerField(
+        label="Max messages",
+        min_value=1,
+        max_value=MAX_MESSAGES_SETTING,
+        help_text="The most messages a restored history keeps; older ones are pruned "
+        "and summarised.",
+    )
+    token_budget = forms.IntegerField(
+        label="Token budget",
+        min_value=1,
+        max_value=MAX_TOKEN_BUDGET,
+        help_text="Tokens an assembled context may use in all.",
+    )
+    encoding = forms.ChoiceField(
+        label="Encoding",
+        help_text="The tokenizer that counts tokens; only those this server can load are offered.",
+    )
+    system_budget = _section_budget("System budget", "the system prompt and summary")
+    conversation_budget = _section_budget("Conversation budget", "the restored conversation")
+    working_budget = _section_budget("Working-context budget", "working context and findings")
+    long_term_budget = _section_budget("Long-term memory budget", "long-term memories")
+
     class Meta:
         model = Agent
         fields = [
@@ -30,6 +149,16 @@ class AgentSettingsForm(forms.ModelForm):
             "long_term_budget",
         ]
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")  # labels stand above their fields
+        super().__init__(*args, **kwargs)
+        choices = [(name, name) for name in loadable_encodings()]
+        current = self.instance.encoding
+        if current and current not in loadable_encodings():
+            # Shown as it is, so the page does not pretend; saving it is refused below.
+            choices.append((current, f"{current} (cannot be loaded here)"))
+        self.fields["encoding"].choices = choices
+
     def clean_encoding(self):
         name = self.cleaned_data["encoding"]
         try:
@@ -38,20 +167,15 @@ class AgentSettingsForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from None
         return name
 
-    def clean(self):
-        data = super().clean()
-        for name in ("ttl_seconds", "max_messages", "token_budget"):
-            if data.get(name) is not None and data[name] < 1:
-                self.add_error(name, "must be at least 1")
-        if data.get("max_messages") and data["max_messages"] > MAX_MESSAGES_SETTING:
-            self.add_error("max_messages", f"at most {MAX_MESSAGES_SETTING:,}")
-        return data
 
-
-def _page_context(request: HttpRequest, agent: Agent, form=None, created_key=None) -> dict:
-    """What the settings page and its fragments show: the form, the keys, a new key once."""
+def _page_context(
+    request: HttpRequest, agent: Agent, form=None, created_key=None, stored: Agent | None = None
+) -> dict:
+    """What the settings page and its fragments show: the form, the keys, a new key once,
+    and the settings as stored (`stored`: the agent before a refused form touched it)."""
     return {
         "agent": agent,
+        "stored": stored or agent,
         "role": "staff",  # only staff reach these pages
         "form": form if form is not None else AgentSettingsForm(instance=agent),
         "keys": ApiKey.objects.filter(agent=agent),
@@ -63,14 +187,17 @@ def _page_context(request: HttpRequest, agent: Agent, form=None, created_key=Non
 @require_http_methods(["GET", "POST"])
 def agent_settings(request: HttpRequest, name: str) -> HttpResponse:
     agent = _get_agent_for_user(request, name, "staff")
+    # Validating a ModelForm writes the cleaned values on its instance, saved or not.
+    stored = copy.copy(agent)
     form = AgentSettingsForm(request.POST or None, instance=agent)
     posted = request.method == "POST"
     saved = posted and form.is_valid()
     if saved:
         form.save()
+        stored = agent
         if not request.htmx:
             return redirect("dashboard:agent_settings", name=agent.name)
-    context = {**_page_context(request, agent, form), "saved": saved}
+    context = {**_page_context(request, agent, form, stored=stored), "saved": saved}
     status = 422 if posted and not saved else 200
     if request.htmx:
         return render(

@@ -26,6 +26,18 @@ urlpatterns = [
         "agents/<slug:name>/keys/<int:key_id>/revoke/", settings_views.revoke_key, name="revoke_key"
     ),
     path("agents/<slug:name>/memories/", memory_views.memories, name="memories"),
+    path(
+        "agents/<slug:name>/memories/add/",
+        memory_views.item_add,
+        {"kind": "memory"},
+        name="add_memory",
+    ),
+    path("agents/<slug:name>/memories/bulk/", memory_views.memories_bulk, name="memories_bulk"),
+    path(
+        "agents/<slug:name>/sessions/<str:key>/add/<str:kind>/",
+        memory_views.item_add,
+        name="add_item",
+    ),
     path("agents/<slug:name>/search/", search_views.search_page, name="search"),
     path(
         "agents/<slug:name>/memories/<int:pk>/<str:action>/",

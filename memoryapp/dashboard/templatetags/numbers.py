@@ -1,0 +1,43 @@
+"""Template filters that make numbers read as what they measure: `{{ ttl|duration }}`
+says "30 days" or "1 hour, 30 minutes" where the settings hold 2592000 or 5400 seconds.
+`format_duration` is the same rule for Python callers (the settings form's help)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import template
+
+register = template.Library()
+
+UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+NBSP = "\xa0"  # "30 days" never breaks between the number and its unit
+
+
+def format_duration(seconds: int, parts: int = 2) -> str:
+    """The largest `parts` non-zero units of `seconds`: 86400 → "1 day", 5400 → "1 hour,
+    30 minutes", 90061 → "1 day, 1 hour" (like Django's timesince, the rest is dropped)."""
+    seconds = int(seconds)
+    if seconds <= 0:
+        return f"0{NBSP}seconds"
+    said, rest = [], seconds
+    for name, size in UNITS:
+        count, rest = divmod(rest, size)
+        if count:
+            said.append(f"{count:,}{NBSP}{name}{'' if count == 1 else 's'}")
+        if len(said) == parts:
+            break
+    return ", ".join(said)
+
+
+@register.filter
+def duration(value: int | float | timedelta | None) -> str:
+    """Seconds (or a timedelta) as a duration; empty for None or anything not a number."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if value is None or isinstance(value, bool):
+        return ""
+    try:
+        return format_duration(int(value))
+    except (TypeError, ValueError):
+        return ""
