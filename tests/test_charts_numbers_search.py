@@ -20,8 +20,9 @@ from memoryapp.core import search as fulltext
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, restore_history
 from memoryapp.core.models import Agent, Finding, Memory, Message, Session, Turn
 from memoryapp.dashboard import charts
-from memoryapp.dashboard.settings_views import AgentSettingsForm, loadable_encodings
+from memoryapp.dashboard.settings_views import AgentSettingsForm
 from memoryapp.dashboard.templatetags.numbers import format_duration
+from memoryapp.lib.tokens import loadable_encodings
 from tests.conftest import logged_in_member
 
 HX = {"HX-Request": "true"}

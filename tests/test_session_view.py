@@ -277,3 +277,18 @@ def test_the_prompt_reads_as_rendered_markdown_with_the_exact_text_one_click_awa
     assert "\\#" not in rendered and "<h1>" not in rendered
     assert "<strong>" in rendered or "<h2>" in rendered  # it is rendered, not raw text
     assert "\\# not a heading" in html.split('<details class="raw">')[1]
+
+
+def test_times_read_as_rounded_durations(agent, viewer):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memoryapp.dashboard.templatetags.numbers import rounded_duration
+
+    assert rounded_duration(30 * 86400 - 60) == "30\xa0days"
+    assert rounded_duration(5400) == "2\xa0hours" and rounded_duration(59.6) == "1\xa0minute"
+    session = pairs(agent, "s", 1)
+    Session.objects.filter(pk=session.pk).update(expires_at=timezone.now() + timedelta(days=30))
+    header = _element(viewer.get("/agents/coder/sessions/s/").content.decode(), "session-header")
+    assert "expires in 30\xa0days" in header and "week" not in header

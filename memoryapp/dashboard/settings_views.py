@@ -2,16 +2,14 @@
 
 The settings form says things the way a person thinks of them: the TTL is a number and a
 unit (stored in seconds), the labels are English, and the encoding is a choice among the
-encodings this server can load (`loadable_encodings`), so a choice that would fail every
+encodings this server can load (`tokens.loadable_encodings`), so a choice that would fail every
 token count is never saved.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 
-import tiktoken
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -28,25 +26,6 @@ from memoryapp.lib import tokens
 # The units a TTL is entered in, largest last; a stored TTL is shown in the largest unit
 # that divides it exactly, so 7200 reads "2 hours" and 5400 "90 minutes".
 TTL_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
-
-
-@functools.cache
-def loadable_encodings() -> tuple[str, ...]:
-    """The tiktoken encodings this process can load, the offline default first. Cached:
-    trying an encoding missing from TIKTOKEN_CACHE_DIR makes tiktoken try the network,
-    which must not happen on every page view (what loads does not change while the
-    process runs: TIKTOKEN_CACHE_DIR is read at start)."""
-    names = [tokens.DEFAULT_ENCODING]
-    offline = set(tokens._OFFLINE_ALIASES.values())
-    names += [n for n in tiktoken.list_encoding_names() if n not in offline and n not in names]
-    loadable = []
-    for name in names:
-        try:
-            tokens.get_encoding(name)
-        except tokens.EncodingUnavailable:
-            continue
-        loadable.append(name)
-    return tuple(loadable)
 
 
 class DurationWidget(forms.MultiWidget):
@@ -152,9 +131,9 @@ class AgentSettingsForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("label_suffix", "")  # labels stand above their fields
         super().__init__(*args, **kwargs)
-        choices = [(name, name) for name in loadable_encodings()]
+        choices = [(name, name) for name in tokens.loadable_encodings()]
         current = self.instance.encoding
-        if current and current not in loadable_encodings():
+        if current and current not in tokens.loadable_encodings():
             # Shown as it is, so the page does not pretend; saving it is refused below.
             choices.append((current, f"{current} (cannot be loaded here)"))
         self.fields["encoding"].choices = choices

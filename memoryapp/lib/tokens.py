@@ -13,6 +13,7 @@ reproduce the count exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -75,6 +76,25 @@ def _load(name: str) -> tiktoken.Encoding:
         raise EncodingUnavailable(
             f"encoding {name!r} is not in TIKTOKEN_CACHE_DIR and cannot be fetched ({exc})"
         ) from exc
+
+
+@functools.cache
+def loadable_encodings() -> tuple[str, ...]:
+    """The tiktoken encodings this process can load, the offline default first. Cached:
+    trying an encoding missing from TIKTOKEN_CACHE_DIR makes tiktoken try the network,
+    which must not happen on every page view (what loads does not change while the
+    process runs: TIKTOKEN_CACHE_DIR is read at start)."""
+    names = [DEFAULT_ENCODING]
+    offline = set(_OFFLINE_ALIASES.values())
+    names += [n for n in tiktoken.list_encoding_names() if n not in offline and n not in names]
+    loadable = []
+    for name in names:
+        try:
+            get_encoding(name)
+        except EncodingUnavailable:
+            continue
+        loadable.append(name)
+    return tuple(loadable)
 
 
 def count_text(encoding: tiktoken.Encoding, text: str) -> int:

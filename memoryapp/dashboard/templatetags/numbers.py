@@ -41,3 +41,38 @@ def duration(value: int | float | timedelta | None) -> str:
         return format_duration(int(value))
     except (TypeError, ValueError):
         return ""
+
+
+def rounded_duration(seconds: float) -> str:
+    """A distance in time in its largest unit, rounded: 29 days 23 hours → "30 days",
+    100 minutes → "2 hours" (what "expires in" and "ago" need; exact TTLs use
+    `format_duration`)."""
+    seconds = abs(seconds)
+    for name, size in UNITS:
+        if seconds >= size or size == 1:
+            count = max(1, round(seconds / size))
+            if name != "day" and count * size >= UNITS[UNITS.index((name, size)) - 1][1]:
+                bigger, bigger_size = UNITS[UNITS.index((name, size)) - 1]
+                count, name = round(count * size / bigger_size), bigger
+            return f"{count:,}{NBSP}{name}{'' if count == 1 else 's'}"
+    return f"0{NBSP}seconds"
+
+
+@register.filter
+def until(value) -> str:
+    """How long until `value` (a datetime), rounded to its largest unit: "30 days"."""
+    from django.utils import timezone
+
+    if value is None:
+        return ""
+    return rounded_duration((value - timezone.now()).total_seconds())
+
+
+@register.filter
+def since(value) -> str:
+    """How long ago `value` was, rounded to its largest unit: "3 hours"."""
+    from django.utils import timezone
+
+    if value is None:
+        return ""
+    return rounded_duration((timezone.now() - value).total_seconds())
