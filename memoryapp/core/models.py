@@ -1145,6 +1145,11 @@ class MemoryEvent(models.Model):
         return f"{self.action} {self.target_kind}#{self.target_id} by {self.actor}"
 
     FIELD_LABELS = {"memory_type": "type", "superseded_by": "replaced by", "file_path": "file"}
+    # The order a change's fields are shown in: what it says first, then how sure, then state.
+    FIELD_ORDER = (
+        "key", "content", "value", "tool", "query", "fact", "file_path", "memory_type",
+        "confidence", "success", "source", "status", "superseded_by",
+    )  # fmt: skip
     PERSON = "user:"  # the actor prefix of a person's change (agent:…, system:… otherwise)
 
     @property
@@ -1180,7 +1185,7 @@ class MemoryEvent(models.Model):
                 # Said as the content the edit wrote, not as the memory that holds it.
                 after = {**after, "content": contents[new_id], "superseded_by": None}
             before, after = named(before), named(after)
-        return diff.changes(before, after, self.FIELD_LABELS)
+        return diff.changes(before, after, self.FIELD_LABELS, self.FIELD_ORDER)
 
     @staticmethod
     def contents_for(events: list[MemoryEvent], targets: dict) -> dict[int, str]:

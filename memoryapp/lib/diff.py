@@ -78,14 +78,19 @@ def shown(value: object) -> str:
 
 
 def changes(
-    before: dict | None, after: dict | None, labels: dict[str, str] | None = None
+    before: dict | None,
+    after: dict | None,
+    labels: dict[str, str] | None = None,
+    order: tuple[str, ...] = (),
 ) -> list[Change]:
-    """The fields that differ between two snapshots, in the snapshots' order. With no
-    `before` (an add) every field that has a value is new; with no `after` (a delete)
-    every such field is gone."""
+    """The fields that differ between two snapshots: those named in `order` first, in
+    that order, then the others by name (never the snapshots' own key order, which
+    PostgreSQL's jsonb does not keep). With no `before` (an add) every field that has a
+    value is new; with no `after` (a delete) every such field is gone."""
     labels = labels or {}
     old_values, new_values = before or {}, after or {}
-    fields = list(old_values) + [f for f in new_values if f not in old_values]
+    rank = {field: i for i, field in enumerate(order)}
+    fields = sorted(set(old_values) | set(new_values), key=lambda f: (rank.get(f, len(rank)), f))
     found = []
     for field in fields:
         old, new = old_values.get(field), new_values.get(field)
