@@ -224,7 +224,7 @@ def test_a_dry_run_that_ended_at_once_updates_past_runs(staff, sessions):
     html = staff.post("/cleanup/run/", {"dry_run": "1"}, headers=HX).content.decode()
     rows = [text for _, text in select(one_section(html, "past-runs"), "tr")][1:]
     assert len(rows) == 1 and rows[0].split()[2:5] == ["dry", "run", "user:sam"]
-    assert one(html, "div", id="expired-now")[1].startswith("1 sessions, 3 messages")
+    assert one(html, "div", id="expired-now")[1].startswith("1 session, 3 messages")
 
 
 @pytest.mark.parametrize(

@@ -483,7 +483,7 @@ def test_a_memory_shows_its_session_who_added_it_and_who_edited_it(agent, editor
 
 
 def test_session_page_shows_provenance_with_constant_queries(agent, viewer, session):
-    """_item.html on the session page: following a finding's turn, message and tool call
+    """memories.html#item on the session page: following a finding's turn, message and tool call
     costs no query per finding."""
 
     def add_findings(n):
@@ -963,3 +963,30 @@ def test_changes_are_only_the_fields_that_differ():
     assert [(c.field, c.old, c.new) for c in added] == [("content", None, "a")]
     removed = diff.changes({"content": "a"}, None)
     assert [(c.field, c.old, c.new) for c in removed] == [("content", "a", None)]
+
+
+def test_reverting_an_early_replacement_archives_the_fact_holding_its_place_now(
+    memory, editor
+):
+    """v1 → v2 → v3: reverting v1's replacement brings v1 back and archives v3 (v2 is
+    already superseded), so exactly one of the three is active (found in review: v3
+    stayed active beside v1)."""
+    edit(editor, memory, "The API is v2")
+    v2 = Memory.objects.get(content="The API is v2")
+    edit(editor, v2, "The API is v3")
+    v3 = Memory.objects.get(content="The API is v3")
+    memory.refresh_from_db()
+    assert memory.live_replacement() == v3
+    replaced = MemoryEvent.objects.filter(
+        target_kind="memory", target_id=memory.pk, after__status="superseded"
+    ).get()
+    plan = memory.revert_plan(replaced)
+    assert "The API is v3" in plan and "holds its place now" in plan
+    response = editor.post(url(memory, f"revert/{replaced.pk}"), {"shown_as": v3.pk}, headers=HX)
+    assert response.status_code == 200
+    statuses = dict(Memory.objects.values_list("content", "status"))
+    assert statuses == {
+        "The API is v1": "active",
+        "The API is v2": "superseded",
+        "The API is v3": "archived",
+    }

@@ -292,3 +292,43 @@ def test_times_read_as_rounded_durations(agent, viewer):
     Session.objects.filter(pk=session.pk).update(expires_at=timezone.now() + timedelta(days=30))
     header = _element(viewer.get("/agents/coder/sessions/s/").content.decode(), "session-header")
     assert "expires in 30\xa0days" in header and "week" not in header
+
+
+def test_evidence_links_to_the_message_it_was_seen_in(agent):
+    """The first prompt is the user's message, not the assistant's reply after it (the
+    review found every piece of evidence pointing at the turn's last message)."""
+    from memoryapp.core import workers
+    from memoryapp.core.models import ContextItem, ExtractionJob
+
+    append_turn(
+        agent,
+        "s",
+        TurnInput(
+            [
+                MessageInput("user", "Port the parser to Rust and keep the tests green."),
+                MessageInput("assistant", "I'll start with the tokenizer."),
+                MessageInput("tool", "ok"),
+            ]
+        ),
+    )
+    for job in ExtractionJob.objects.order_by("id"):
+        workers.run_extraction(job.pk)
+    task = ContextItem.objects.get(key="current_task")
+    assert [ref["seq"] for ref in task.evidence] == [1]
+
+
+def test_error_pages_look_like_the_dashboard_and_lead_back(agent, viewer):
+    response = viewer.get("/agents/nobody/")
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "<title>Not found · memoryapp</title>" in html and 'href="/"' in html
+    assert "favicon" in html  # base.html: styled, with the icon, not a bare page
+    forbidden = viewer.get("/agents/coder/settings/")
+    assert forbidden.status_code == 403 and "Not allowed · memoryapp" in forbidden.content.decode()
+
+
+def test_observations_relayed_as_user_messages_keep_their_lines(agent, viewer):
+    traceback = 'Traceback (most recent call last):\n  File "a.py", line 1\nNameError: x'
+    append_turn(agent, "s", TurnInput([MessageInput("user", traceback, name="observation")]))
+    message = _element(viewer.get("/agents/coder/sessions/s/").content.decode(), "msg-1")
+    assert '<pre class="content">Traceback (most recent call last):\n  File' in message

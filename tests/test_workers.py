@@ -93,7 +93,8 @@ def test_extraction_runs_after_the_turn_commits(api, django_capture_on_commit_ca
     # The task the user gave, with its evidence; never a path the agent only mentioned.
     item = ContextItem.objects.get()
     assert (item.key, item.value, item.source) == ("current_task", "Find the flag.", "inferred")
-    assert item.evidence == [{"turn": 1, "seq": 2, "what": "the first prompt"}]
+    # The evidence links to the user's message (seq 1), not the turn's last one.
+    assert item.evidence == [{"turn": 1, "seq": 1, "what": "the first prompt"}]
     assert PendingToolOutput.objects.count() == 0  # whole output gone, finding kept
     assert len(ToolCall.objects.get().output_excerpt) == 2000
 

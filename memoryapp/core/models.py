@@ -983,6 +983,21 @@ class Memory(models.Model):
         MemoryEvent.record(self, MemoryEvent.Action.DELETE, before, self.snapshot(), actor)
         return True
 
+    def live_replacement(self, hops: int = 50) -> Memory | None:
+        """The memory that holds this one's place now: the end of its chain of
+        replacements (None when it was not replaced)."""
+        current, seen = self.superseded_by, {self.pk}
+        while (
+            current is not None
+            and current.status == self.Status.SUPERSEDED
+            and current.superseded_by_id is not None
+            and current.pk not in seen
+            and len(seen) < hops
+        ):
+            seen.add(current.pk)
+            current = current.superseded_by
+        return current
+
     def revert_plan(self, event: MemoryEvent) -> str | None:
         """What reverting `event` (a change of this memory) would do, in words; None when
         it would do nothing, so it is not offered."""
@@ -995,7 +1010,13 @@ class Memory(models.Model):
             # An earlier change of a replaced fact: its revert brings back that state.
             also = _changes(event.before, self.snapshot(), ("memory_type", "confidence"))
             also = f" ({also})" if also else ""
-            return f"bring back “{self.content[:80]}”{also} and archive the fact that replaced it"
+            now = self.live_replacement()
+            holder = (
+                "the fact that replaced it"
+                if now is None or now.pk == self.superseded_by_id
+                else f"“{now.content[:80]}”, which holds its place now"
+            )
+            return f"bring back “{self.content[:80]}”{also} and archive {holder}"
         if replaced:
             return None  # an earlier change of a fact that was replaced since
         changes = _changes(event.before, self.snapshot(), ("memory_type", "confidence", "status"))
@@ -1009,8 +1030,10 @@ class Memory(models.Model):
             self.archive(actor)
             return self
         before = self.snapshot()
-        replacement = self.superseded_by if self.status == self.Status.SUPERSEDED else None
+        replacement = self.live_replacement() if self.status == self.Status.SUPERSEDED else None
         if replacement is not None and event.before.get("status") == self.Status.ACTIVE:
+            # The fact that holds this one's place now: its replacement, or the end of a
+            # chain of later replacements (the ones between are already superseded).
             replacement.archive(actor)
             self.superseded_by = None
         self.memory_type = event.before.get("memory_type", self.memory_type)

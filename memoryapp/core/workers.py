@@ -19,6 +19,7 @@ ingest one connection timeout, not one per request.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -183,7 +184,7 @@ def run_extraction(job_id: int) -> str:
                 if call is not None:
                     call.kind, call.fact = extracted.kind, extracted.fact
                     call.fact_success, call.finding = extracted.success, finding
-                observations += context.observations_for_call(
+                seen = context.observations_for_call(
                     kind=extracted.kind,
                     file_path=extracted.file_path,
                     success=extracted.success,
@@ -194,6 +195,9 @@ def run_extraction(job_id: int) -> str:
                     output=data.output[:20000],
                     cwd=cwd,
                 )
+                # Each piece of evidence links to the message it was seen in.
+                seq = message.seq if message is not None else None
+                observations += [dataclasses.replace(o, seq=seq) for o in seen]
             if calls:
                 ToolCall.objects.bulk_update(calls, ["kind", "fact", "fact_success", "finding"])
 
@@ -203,9 +207,12 @@ def run_extraction(job_id: int) -> str:
                 if message.role == Message.Role.USER and message.name:
                     continue
                 if message.role in (Message.Role.USER, Message.Role.ASSISTANT):
-                    observations += context.observations_for_message(
-                        message.role, message.content, first_prompt=turn.iteration == 1
-                    )
+                    observations += [
+                        dataclasses.replace(o, seq=message.seq)
+                        for o in context.observations_for_message(
+                            message.role, message.content, first_prompt=turn.iteration == 1
+                        )
+                    ]
             items_set = _apply_evidence(session, turn, messages, observations)
 
             PendingToolOutput.objects.filter(tool_call__turn=turn).delete()

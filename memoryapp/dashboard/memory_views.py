@@ -185,7 +185,7 @@ def _row(
     context = {"agent": agent, "kind": item.KIND, "item": item, "role": role}
     if history:
         context.update(_history_context(item))
-    return render(request, "dashboard/_item.html", context)
+    return render(request, "dashboard/memories.html#item", context)
 
 
 def _form_page(request: HttpRequest, context: dict, *, status: int = 200) -> HttpResponse:

@@ -187,6 +187,7 @@ def _pruned_page(
         next_after = None
     return {
         "older": _rows(session, [message_dict(m) for m in page], outside=True),
+        "last_seq": page[-1].seq if page else None,
         "next_before": earlier,
         "next_after": next_after,
         "until": until,
@@ -196,8 +197,7 @@ def _pruned_page(
 def _around(session: Session, at: int, until: int) -> dict:
     """The pruned page that holds message `at`, with links both ways."""
     page = _pruned_page(session, before=min(at + OLDER_PAGE // 2, until), until=until)
-    older = page["older"]
-    last = older[-1]["seq"] if older else at
+    last = page["last_seq"] or at  # the page's own last message, not its last top-level row
     newer = (
         Message.objects.filter(session=session, seq__gt=last, seq__lt=until)
         .exclude(role=Message.Role.SYSTEM)
@@ -273,7 +273,8 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     received = blocks["received"]
     context = {**base, **blocks}
     if request.htmx and request.htmx.target == "pruned-marker":  # "hide them"
-        return render(request, "dashboard/session.html#marker", {**context, "expanded": False})
+        context.update(first_kept=received.first_kept, expanded=False)
+        return render(request, "dashboard/session.html#marker", context)
     at = _int_param(request, "at", 0)
     if 0 < at < received.first_kept:  # a link to a pruned message opens its page
         context.update(_around(session, at, received.first_kept), expanded=True)

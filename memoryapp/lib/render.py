@@ -25,9 +25,10 @@ COLLAPSE_LINES = 25
 PREVIEW_CHARS = 240
 MAX_ARGUMENT_CHARS = 20_000
 
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
-    ["table", "strikethrough"]
-)
+# `breaks`: a newline is a line break, as in chat text and the prompt's summary lines.
+_md = MarkdownIt(
+    "commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True}
+).enable(["table", "strikethrough"])
 
 ALLOWED_TAGS = {
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "code",

@@ -214,6 +214,7 @@ class Observation:
     what: str
     unique: str = ""  # the same (key, value, unique) counts once: a file read ten times
     rank: int = 1  # for latest keys: a lower rank never replaces a higher one
+    seq: int | None = None  # the message it was seen in (the turn's last when not known)
 
 
 @dataclass(frozen=True)
@@ -436,7 +437,7 @@ def observe(evidence: dict | None, observations: list[Observation], ref: dict) -
             if len(issues) > MAX_ISSUES:
                 del issues[next(iter(issues))]
             continue
-        entry_ref = {**ref, "what": one_line(obs.what, 160)}
+        entry_ref = {**ref, "seq": obs.seq or ref["seq"], "what": one_line(obs.what, 160)}
         if obs.key in LATEST_KEYS:
             current = tally["latest"].get(obs.key)
             if current is not None and current.get("rank", 1) > obs.rank:
