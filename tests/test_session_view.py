@@ -332,3 +332,14 @@ def test_observations_relayed_as_user_messages_keep_their_lines(agent, viewer):
     append_turn(agent, "s", TurnInput([MessageInput("user", traceback, name="observation")]))
     message = _element(viewer.get("/agents/coder/sessions/s/").content.decode(), "msg-1")
     assert '<pre class="content">Traceback (most recent call last):\n  File' in message
+
+
+def test_a_live_update_keeps_the_budget_a_person_typed(agent, viewer):
+    pairs(agent, "s", 2)
+    page = viewer.get("/agents/coder/sessions/s/").content.decode()
+    assert 'hx-include="#budget input[name=budget]"' in page
+    state = _next_params(page)
+    pairs(agent, "s", 1, start=2)
+    html = _live(viewer, **state, budget="3000").content.decode()
+    budget = _element(html, "budget")
+    assert 'value="3000"' in budget and "/ 3,000</td>" in budget

@@ -412,7 +412,8 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
             else None
         )
         MemoryEvent.attach_people(findings, items or [])
-        blocks = _blocks(session, None)
+        # The budget typed on the page, if any, comes with each poll (hx-include).
+        blocks = _blocks(session, _typed_budget(request))
         received = blocks["received"]
         left = list(
             Message.objects.filter(
