@@ -965,9 +965,7 @@ def test_changes_are_only_the_fields_that_differ():
     assert [(c.field, c.old, c.new) for c in removed] == [("content", "a", None)]
 
 
-def test_reverting_an_early_replacement_archives_the_fact_holding_its_place_now(
-    memory, editor
-):
+def test_reverting_an_early_replacement_archives_the_fact_holding_its_place_now(memory, editor):
     """v1 → v2 → v3: reverting v1's replacement brings v1 back and archives v3 (v2 is
     already superseded), so exactly one of the three is active (found in review: v3
     stayed active beside v1)."""
