@@ -55,7 +55,10 @@ def test_missing_or_wrong_key_is_401(agent, method, path):
     client = Client()
     response = getattr(client, method)(BASE + path)
     assert response.status_code == 401
-    assert response.json() == {"detail": "Unauthorized"}
+    assert response.json() == {
+        "detail": "missing or unknown API key: send `Authorization: Bearer <key>`"
+    }
+    assert response["WWW-Authenticate"].startswith("Bearer")
     for header in ("Bearer mk_nope", "Basic abc", "Bearer "):
         response = getattr(client, method)(BASE + path, headers={"Authorization": header})
         assert response.status_code == 401

@@ -11,16 +11,19 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
+import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import NinjaAPI, Query, Status
-from ninja.errors import HttpError
+from ninja.errors import AuthenticationError, HttpError
 
 from memoryapp.api.auth import ApiKeyAuth
+from memoryapp.api.middleware import JsonParser
 from memoryapp.api.schemas import (
     AgentOut,
     AgentPatch,
@@ -50,6 +53,8 @@ from memoryapp.core.models import Agent, Session, Turn
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
 
+logger = logging.getLogger(__name__)
+
 api = NinjaAPI(
     title="memoryapp agent API",
     version="1",
@@ -57,7 +62,43 @@ api = NinjaAPI(
     "context window. Authenticate with `Authorization: Bearer <key>`.",
     auth=ApiKeyAuth(),
     urls_namespace="api_v1",
+    parser=JsonParser(),
 )
+
+
+def _database_unreachable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """The database is down or restarting: nothing was stored, try again soon."""
+    logger.warning("API request failed, database unreachable: %s", exc)
+    response = api.create_response(
+        request, {"detail": "the database is unreachable; nothing was stored, retry"}, status=503
+    )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def _internal_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """A bug: JSON with an id to quote, the trace only in the server's log."""
+    error_id = uuid.uuid4().hex[:12]
+    logger.error("API error %s on %s %s", error_id, request.method, request.path, exc_info=exc)
+    body = {"detail": f"internal error {error_id}: the server's log has it", "error_id": error_id}
+    return api.create_response(request, body, status=500)
+
+
+def _unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
+    response = api.create_response(
+        request,
+        {"detail": "missing or unknown API key: send `Authorization: Bearer <key>`"},
+        status=401,
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="memoryapp"'
+    return response
+
+
+RETRY_AFTER_SECONDS = 5
+api.add_exception_handler(AuthenticationError, _unauthenticated)
+api.add_exception_handler(OperationalError, _database_unreachable)
+api.add_exception_handler(InterfaceError, _database_unreachable)
+api.add_exception_handler(Exception, _internal_error)
 
 from memoryapp.api.memory import router as memory_router  # noqa: E402
 
@@ -102,7 +143,10 @@ def _decode_cursor(cursor: str | None) -> int | None:
         return None
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        value = int(base64.urlsafe_b64decode(padded.encode()).decode())
+        text = base64.urlsafe_b64decode(padded.encode()).decode()
+        if not (text.isascii() and text.isdigit() and len(text) <= 18):
+            raise ValueError(text)
+        value = int(text)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise HttpError(422, "cursor is not valid") from None
     if value < 0:

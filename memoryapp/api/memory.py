@@ -10,12 +10,12 @@ from django.db import transaction
 from django.db.models import F
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Schema, Status
+from ninja import Query, Router, Status
 from ninja.errors import HttpError
 from pydantic import Field, StrictBool, ValidationError, field_validator
 
 from agents import tools as memory_tools
-from memoryapp.api.schemas import check_session_key
+from memoryapp.api.schemas import InputSchema, check_name, check_session_key
 from memoryapp.core import search as fulltext
 from memoryapp.core.context import assemble_context, finding_dict, memory_dict
 from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET
@@ -25,7 +25,7 @@ from memoryapp.lib import tokens
 
 router = Router()
 
-Confidence = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Confidence = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 MemoryType = Literal["fact", "decision", "preference", "convention", "lesson"]
 MAX_PAGE = 200
 
@@ -59,15 +59,16 @@ def _live_session(
 
 
 def _item_name(name: str) -> str:
-    if not name or len(name) > 200 or any(ord(c) < 32 for c in name):
-        raise HttpError(422, "a context item name has 1 to 200 characters, no control characters")
-    return name
+    try:
+        return check_name(name, "a context item name")
+    except ValueError as exc:
+        raise HttpError(422, str(exc)) from None
 
 
 def _offset(cursor: str | None) -> int:
     if not cursor:
         return 0
-    if not cursor.isdigit() or len(cursor) > 9:
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 9:
         raise HttpError(422, "cursor is not valid")
     return int(cursor)
 
@@ -115,10 +116,17 @@ def get_context(
 # --- working context -------------------------------------------------------------------
 
 
-class ContextItemIn(Schema):
+class ContextItemIn(InputSchema):
     value: Any
     source: Literal["explicit", "inferred"] = "explicit"
     confidence: Confidence = 1.0
+
+    @field_validator("value")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("value must not be null: DELETE the item to remove it")
+        return value
 
 
 def _item_dict(item: ContextItem) -> dict:
@@ -184,7 +192,7 @@ def delete_context_item(request: HttpRequest, key: str, name: str):
 # --- findings --------------------------------------------------------------------------
 
 
-class FindingIn(Schema):
+class FindingIn(InputSchema):
     tool: Annotated[str, Field(min_length=1, max_length=200)]
     query: Annotated[str, Field(max_length=MAX_FACT_CHARS)] = ""
     fact: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
@@ -223,7 +231,7 @@ def post_finding(request: HttpRequest, key: str, payload: FindingIn):
 MAX_CHECK_ARGUMENTS_CHARS = 256 * 1024
 
 
-class FindingCheckIn(Schema):
+class FindingCheckIn(InputSchema):
     tool: Annotated[str, Field(min_length=1, max_length=200)]
     # The call's text, or the tool's own arguments (an edit's or a write's can be large).
     query: str | dict[str, Any] = ""
@@ -275,14 +283,14 @@ def check_finding_post(request: HttpRequest, key: str, payload: FindingCheckIn):
 # --- long-term memories ----------------------------------------------------------------
 
 
-class MemoryIn(Schema):
+class MemoryIn(InputSchema):
     content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
     memory_type: MemoryType = "fact"
     confidence: Confidence = 0.8
     session: Annotated[str, Field(max_length=200)] | None = None
 
 
-class MemoryPatch(Schema):
+class MemoryPatch(InputSchema):
     content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)] | None = None
     memory_type: MemoryType | None = None
     confidence: Confidence | None = None
@@ -398,27 +406,27 @@ def memory_history(request: HttpRequest, memory_id: int):
 # --- memory tools ----------------------------------------------------------------------
 
 
-class RememberArgs(Schema):
+class RememberArgs(InputSchema):
     model_config = {"extra": "forbid"}
     content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
     memory_type: MemoryType = "fact"
     confidence: Confidence = 0.8
 
 
-class RecallArgs(Schema):
+class RecallArgs(InputSchema):
     model_config = {"extra": "forbid"}
     query: Annotated[str, Field(min_length=1, max_length=1000)]
     memory_type: MemoryType | None = None
     limit: Annotated[int, Field(strict=True, ge=1, le=20)] = 5
 
 
-class ForgetArgs(Schema):
+class ForgetArgs(InputSchema):
     model_config = {"extra": "forbid"}
     memory_id: Annotated[int, Field(strict=True, ge=1)]
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class ToolCallIn(Schema):
+class MemoryToolCallIn(InputSchema):
     name: Literal["remember", "recall", "forget"]
     arguments: dict[str, Any] = {}
     session: Annotated[str, Field(max_length=200)] | None = None
@@ -438,7 +446,7 @@ def _memory_ref(memory: Memory) -> str:
 
 
 @router.post("/tools/call", tags=["tools"])
-def call_tool(request: HttpRequest, payload: ToolCallIn):
+def call_tool(request: HttpRequest, payload: MemoryToolCallIn):
     """Run one memory tool call; `result` is text formatted for the model."""
     schema = {"remember": RememberArgs, "recall": RecallArgs, "forget": ForgetArgs}[payload.name]
     try:
@@ -542,7 +550,7 @@ def search_everything(
 SubtaskStatus = Literal["pending", "in_progress", "done", "blocked"]
 
 
-class SubtaskIn(Schema):
+class SubtaskIn(InputSchema):
     title: Annotated[str, Field(min_length=1, max_length=500)]
     status: SubtaskStatus = "pending"
     dependencies: Annotated[
@@ -550,7 +558,7 @@ class SubtaskIn(Schema):
     ] = []
 
 
-class SubtaskPatch(Schema):
+class SubtaskPatch(InputSchema):
     title: Annotated[str, Field(min_length=1, max_length=500)] | None = None
     status: SubtaskStatus | None = None
 

@@ -1,16 +1,27 @@
-"""Answers an oversized API request with 413 before any view sees it.
+"""Checks an API request's body before any view sees it.
 
-Django would raise RequestDataTooBig (a 400) deep inside body parsing; agents deserve to
-know the request was too large, so API paths get a JSON 413 that stores nothing.
+- Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
+  agents deserve to know the request was too large, so API paths get a JSON 413.
+- Not a JSON object, or text no database can store (a NUL character; a lone surrogate,
+  which is not Unicode text at all): a 422 naming the field, before anything is stored.
+  PostgreSQL refuses NUL in text and JSON, so without this check such a request was a 500.
+
+The parsed body is kept on the request (`request.api_json`), and the API's parser
+(`JsonParser`) reads it from there: the body is parsed once.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja.parser import Parser
 
 
 class ApiBodyLimitMiddleware:
@@ -27,10 +38,87 @@ class ApiBodyLimitMiddleware:
             if declared > limit:
                 return _too_large(limit)
             try:
-                request.body  # noqa: B018 - reads and caches, raising when too big
+                body = request.body  # reads and caches, raising when too big
             except RequestDataTooBig:
                 return _too_large(limit)
+            if body:
+                refused = _check_json(request, body)
+                if refused is not None:
+                    return refused
+            return _as_json(request, self.get_response(request))
         return self.get_response(request)
+
+
+def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """Every API error is JSON with `detail`, also those no API view answered: an
+    unknown path (Django's 404 page), a method the path does not take (a bare 405)."""
+    if response.status_code < 400 or response.get("Content-Type", "").startswith(
+        "application/json"
+    ):
+        return response
+    if response.status_code == 404:
+        detail = f"no such endpoint: {request.method} {request.path} (see /api/v1/docs)"
+    elif response.status_code == 405:
+        detail = f"{request.method} is not allowed here; allowed: {response.get('Allow', '')}"
+    else:
+        detail = HTTPStatus(response.status_code).phrase
+    answer = JsonResponse({"detail": detail}, status=response.status_code)
+    for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+        if header in response:
+            answer[header] = response[header]
+    return answer
+
+
+def _check_json(request: HttpRequest, body: bytes) -> JsonResponse | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None  # the API answers its own 400 for a body that is not JSON
+    if not isinstance(data, dict):
+        return _invalid([], "the body must be a JSON object")
+    path = _bad_text(data, [])
+    if path is not None:
+        return _invalid(path, "text must not contain NUL characters or lone surrogates")
+    request.api_json = data
+    return None
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _bad_text(value: Any, path: list) -> list | None:
+    """The path of the first string (key or value) holding a NUL or a lone surrogate."""
+    if isinstance(value, str):
+        return path if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _UNSTORABLE.search(key):
+                return [*path, key.encode("utf-8", "backslashreplace").decode()]
+            found = _bad_text(item, [*path, key])
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _bad_text(item, [*path, index])
+            if found is not None:
+                return found
+    return None
+
+
+def _invalid(path: list, message: str) -> JsonResponse:
+    """The shape of the API's other 422s (django-ninja's validation errors)."""
+    return JsonResponse(
+        {"detail": [{"type": "value_error", "loc": ["body", "payload", *path], "msg": message}]},
+        status=422,
+    )
+
+
+class JsonParser(Parser):
+    """django-ninja's JSON parser, reading the body the middleware already parsed."""
+
+    def parse_body(self, request: HttpRequest) -> dict:
+        data = getattr(request, "api_json", None)
+        return data if data is not None else super().parse_body(request)
 
 
 def _too_large(limit: int) -> JsonResponse:

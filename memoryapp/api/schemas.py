@@ -5,27 +5,32 @@ booleans), roles must be known, and every string has a length bound."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field, StrictBool, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 
-NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+
+class InputSchema(Schema):
+    """What an agent sends: a field the API does not know (a typo, most often) is a 422
+    naming it, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# Integers are bounded to what their columns hold (PostgreSQL `integer`).
+MAX_INT = 2_147_483_647
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT)]
 Role = Literal["system", "user", "assistant", "tool"]
 MAX_MESSAGES_PER_TURN = 1000
 MAX_TOOL_CALLS_PER_TURN = 500
 
 
-def _no_control_chars(value: str, what: str) -> str:
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise ValueError(f"{what} must not contain control characters")
-    return value
-
-
-class MessageIn(Schema):
+class MessageIn(InputSchema):
     role: Role
     content: str | None = ""
     name: Annotated[str, Field(max_length=200)] | None = None
@@ -33,7 +38,7 @@ class MessageIn(Schema):
     tool_calls: list[dict[str, Any]] | None = None
 
 
-class UsageIn(Schema):
+class UsageIn(InputSchema):
     input_tokens: NonNegativeInt
     output_tokens: NonNegativeInt
 
@@ -41,7 +46,7 @@ class UsageIn(Schema):
 MAX_TOOL_DETAILS_BYTES = 8192
 
 
-class ToolCallIn(Schema):
+class ToolCallIn(InputSchema):
     tool: Annotated[str, Field(min_length=1, max_length=200)]
     query: str | dict[str, Any] | None = ""
     output: str | None = ""
@@ -66,7 +71,7 @@ class ToolCallIn(Schema):
         return value
 
 
-class TurnIn(Schema):
+class TurnIn(InputSchema):
     messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_TURN)]
     usage: UsageIn | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS_PER_TURN)] = []
@@ -111,7 +116,7 @@ class SessionPage(Schema):
     next_cursor: str | None
 
 
-class SessionIn(Schema):
+class SessionIn(InputSchema):
     goal: Annotated[str, Field(max_length=10_000)] | None = None
     status: Literal["active", "paused", "completed", "failed"] | None = None
     ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
@@ -188,7 +193,7 @@ class AgentOut(Schema):
 OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_BUDGET)] | None
 
 
-class AgentPatch(Schema):
+class AgentPatch(InputSchema):
     ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
     max_messages: Annotated[int, Field(strict=True, ge=1, le=MAX_MESSAGES_SETTING)] | None = None
     token_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_BUDGET)] | None = None
@@ -216,9 +221,24 @@ class ErrorOut(Schema):
     detail: Any
 
 
+def check_name(value: str, what: str) -> str:
+    """The one rule for session keys and item names: 1 to 200 characters, not `.` or
+    `..` (a link to them would read as a path segment), and none of the characters that
+    hide or reorder text: control (C0, DEL, C1 such as U+0085), format (U+200B–U+200F,
+    U+2028/U+2029 line and paragraph separators, bidirectional overrides, a BOM), or
+    surrogates. A '/' never reaches here (the URL path converter does not match it)."""
+    if not value or len(value) > 200:
+        raise ValueError(f"{what} has 1 to 200 characters")
+    if value in (".", ".."):
+        raise ValueError(f"{what} cannot be '.' or '..'")
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise ValueError(
+                f"{what} must not contain control, format or line-separator characters "
+                f"(found U+{ord(ch):04X})"
+            )
+    return value
+
+
 def check_session_key(key: str) -> str:
-    """Session keys are the agent's own names: any text up to 200 characters without
-    control characters or '/' (the URL path converter never matches a '/')."""
-    if not key or len(key) > 200:
-        raise ValueError("a session key has 1 to 200 characters")
-    return _no_control_chars(key, "a session key")
+    return check_name(key, "a session key")

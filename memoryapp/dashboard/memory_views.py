@@ -206,11 +206,17 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
     status = request.GET.get("status", "active")
     query = request.GET.get("q", "").strip()[:200]
     session_key = request.GET.get("session", "").strip()[:200]
+    raw_offset = request.GET.get("offset") or "0"
     try:
         min_confidence = float(request.GET.get("min_confidence") or 0)
-        offset = max(0, int(request.GET.get("offset") or 0))
     except ValueError:
         raise Http404("bad filter") from None
+    # A number a database column can hold, a real offset: else a bad link, not a 500.
+    if not 0 <= min_confidence <= 1 or not (raw_offset.isascii() and raw_offset.isdigit()):
+        raise Http404("bad filter")
+    if len(raw_offset) > 9:
+        raise Http404("bad filter")
+    offset = int(raw_offset)
     found, more = fulltext.recall_memories(
         agent,
         query=query,

@@ -12,7 +12,7 @@ import binascii
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -60,7 +60,9 @@ def agents_overview(request: HttpRequest) -> HttpResponse:
     tokens = dict(
         Turn.objects.filter(session__agent_id__in=ids, timestamp__gte=since)
         .values("session__agent_id")
-        .annotate(t=Sum(F("input_tokens") + F("output_tokens")))
+        .annotate(
+            t=Sum("input_tokens") + Sum("output_tokens")
+        )  # each a bigint sum: never an int overflow
         .values_list("session__agent_id", "t")
     )
     errors = dict(

@@ -1,0 +1,239 @@
+"""Issue 11's defects, one test each (each failed before its fix), and the contract: every
+API answer is JSON with `detail`, bad input is a 4xx that names the field and changes
+nothing. Run on SQLite and on PostgreSQL (which refuses NUL in text, overflows int4)."""
+
+import base64
+import json
+
+import pytest
+from django.db import OperationalError
+from django.test import Client
+
+from memoryapp.core.models import ContextItem, Memory, Message, Session, Turn
+from tests.conftest import logged_in_member
+
+pytestmark = pytest.mark.django_db
+BASE = "/api/v1"
+
+
+def turn_body(content="hello", **extra):
+    return {"messages": [{"role": "user", "content": content}], **extra}
+
+
+def nothing_stored():
+    return Session.objects.count() == Message.objects.count() == Turn.objects.count() == 0
+
+
+def locs(response) -> list[list]:
+    return [error["loc"] for error in response.json()["detail"]]
+
+
+# --- 1, 2: text no database can store ---------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["a\u0000b", "a\ud800b", "\udfff"])
+@pytest.mark.parametrize(
+    "body,loc",
+    [
+        (lambda t: turn_body(t), ["body", "payload", "messages", 0, "content"]),
+        (lambda t: turn_body(model=t), ["body", "payload", "model"]),
+        (
+            lambda t: turn_body(tool_calls=[{"tool": "grep", "query": "x", "output": t}]),
+            ["body", "payload", "tool_calls", 0, "output"],
+        ),
+        (
+            lambda t: turn_body(tool_calls=[{"tool": "grep", "details": {"k": [1, t]}}]),
+            ["body", "payload", "tool_calls", 0, "details", "k", 1],
+        ),
+    ],
+)
+def test_nul_and_lone_surrogates_are_a_422_naming_the_field(api, bad, body, loc):
+    # json.dumps keeps \ud800 as an escape: the body is valid JSON holding a lone surrogate.
+    response = api.post(f"{BASE}/sessions/s/turns", json.dumps(body(bad)))
+    assert response.status_code == 422, response.content
+    assert locs(response) == [loc]
+    assert nothing_stored()
+
+
+def test_nul_in_other_writes_is_refused_too(api):
+    assert api.post(f"{BASE}/memories", {"content": "x\u0000"}).status_code == 422
+    assert api.put(f"{BASE}/sessions/s/context-items/k", {"value": {"a\u0000": 1}}).status_code == (
+        422
+    )
+    assert api.put(f"{BASE}/sessions/s", {"goal": "g\u0000"}).status_code == 422
+    assert Memory.objects.count() == 0 and ContextItem.objects.count() == 0
+
+
+# --- 3: a null working-context value ----------------------------------------------------
+
+
+def test_a_null_context_value_is_a_422(api):
+    api.post(f"{BASE}/sessions/s/turns", turn_body())
+    response = api.put(f"{BASE}/sessions/s/context-items/x", {"value": None})
+    assert response.status_code == 422
+    assert "null" in json.dumps(response.json()["detail"])
+    assert ContextItem.objects.count() == 0
+
+
+# --- 4, 5: integers bounded to their columns; sums that cannot overflow -----------------
+
+
+def test_token_counts_beyond_the_column_are_a_422(api):
+    usage = {"input_tokens": 2**31, "output_tokens": 0}
+    response = api.post(f"{BASE}/sessions/s/turns", turn_body(usage=usage))
+    assert response.status_code == 422 and locs(response) == [
+        ["body", "payload", "usage", "input_tokens"]
+    ]
+    assert nothing_stored()
+
+
+def test_the_largest_accepted_usage_keeps_every_page_working(api, agent):
+    usage = {"input_tokens": 2**31 - 1, "output_tokens": 2**31 - 1}
+    assert api.post(f"{BASE}/sessions/s/turns", turn_body(usage=usage)).status_code == 201
+    assert api.post(f"{BASE}/sessions/s/turns", turn_body(usage=usage)).status_code == 201
+    viewer = logged_in_member("viewer", agent, "vera")
+    for url in ("/", "/agents/coder/", "/agents/coder/sessions/s/"):
+        assert viewer.get(url).status_code == 200, url
+    assert "8,589,934,588" in viewer.get("/").content.decode()  # 4 × (2^31 − 1)
+
+
+# --- 6, 7: cursors and offsets ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cursor", ["³", "١٢", "9" * 40, "-1"])
+def test_a_bad_cursor_is_a_422_never_a_500(api, cursor):
+    api.post(f"{BASE}/sessions/s/turns", turn_body())
+    for path in ("/memories", "/sessions/s/findings"):
+        response = api.get(f"{BASE}{path}", {"cursor": cursor})
+        assert response.status_code == 422, (path, response.content)
+    encoded = base64.urlsafe_b64encode(cursor.encode()).decode().rstrip("=")
+    assert api.get(f"{BASE}/sessions", {"cursor": encoded}).status_code == 422
+
+
+@pytest.mark.parametrize("offset", ["99999999999999999999", "-5", "x", "1e3", "³"])
+def test_dashboard_offsets_beyond_reason_are_a_404_not_a_500(agent, offset):
+    viewer = logged_in_member("viewer", agent, "vera")
+    assert viewer.get("/agents/coder/memories/", {"offset": offset}).status_code == 404
+    bad = viewer.get("/agents/coder/memories/", {"min_confidence": "nan"})
+    assert bad.status_code == 404
+    assert viewer.get("/agents/coder/search/", {"q": "x", "page": offset}).status_code in (
+        200,
+        404,
+    )
+
+
+# --- 10: one rule for session keys and item names ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", [".", "..", "a\u0085b", "a\u2028b", "\ufeffkey", "abc\u202edcba", "a\u200bb", "a\tb"]
+)
+def test_keys_that_hide_or_reorder_text_or_read_as_dot_segments_are_refused(api, key):
+    from urllib.parse import quote
+
+    response = api.put(f"{BASE}/sessions/{quote(key, safe='')}", {"goal": "g"})
+    assert response.status_code == 422, key
+    item = api.put(f"{BASE}/sessions/s/context-items/{quote(key, safe='')}", {"value": "v"})
+    assert item.status_code == 422, key
+    assert Session.objects.filter(key=key).count() == 0
+
+
+def test_ordinary_names_still_work(api):
+    for key in ("run-1", "claude-code:ab12", "naïve résumé", "日本語", "a.b", "..a"):
+        from urllib.parse import quote
+
+        assert api.put(f"{BASE}/sessions/{quote(key, safe='')}", {"goal": "g"}).status_code in (
+            200,
+            201,
+        ), key
+
+
+# --- 11: strict types, unknown fields, bodies that are not objects -----------------------
+
+
+@pytest.mark.parametrize("confidence", ["0.5", True, None])
+def test_confidence_is_a_number_not_a_string_or_boolean(api, confidence):
+    response = api.post(f"{BASE}/memories", {"content": "x", "confidence": confidence})
+    assert response.status_code == 422
+    assert Memory.objects.count() == 0
+
+
+def test_unknown_fields_are_a_422_naming_them(api):
+    response = api.post(f"{BASE}/memories", {"content": "x", "confidense": 0.5})
+    assert response.status_code == 422 and ["body", "payload", "confidense"] in locs(response)
+    typo = api.post(f"{BASE}/sessions/s/turns", {"mesages": [], "messages": [{"role": "user"}]})
+    assert typo.status_code == 422 and nothing_stored()
+    nested = api.post(
+        f"{BASE}/sessions/s/turns",
+        {"messages": [{"role": "user", "content": "x", "contnet": "y"}]},
+    )
+    assert nested.status_code == 422 and nothing_stored()
+
+
+@pytest.mark.parametrize("body", ["null", "[]", "5", '"x"'])
+def test_a_body_that_is_not_an_object_is_a_422(api, agent, body):
+    before = (agent.ttl_seconds, agent.max_messages)
+    assert api.patch(f"{BASE}/agent", body).status_code == 422
+    assert api.put(f"{BASE}/sessions/s", body).status_code == 422
+    agent.refresh_from_db()
+    assert (agent.ttl_seconds, agent.max_messages) == before and nothing_stored()
+
+
+# --- the contract: JSON everywhere ----------------------------------------------------------
+
+
+def test_an_unknown_api_path_is_a_json_404(api):
+    response = api.get(f"{BASE}/no/such/thing")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert "no such endpoint" in response.json()["detail"]
+
+
+def test_a_method_the_path_does_not_take_is_a_json_405(api):
+    response = api.client.post(f"{BASE}/health")
+    assert response.status_code == 405
+    assert response.json()["detail"].startswith("POST is not allowed here")
+    assert "GET" in response["Allow"]
+
+
+def test_a_401_says_how_to_authenticate():
+    response = Client().get(f"{BASE}/sessions")
+    assert (
+        response.status_code == 401 and "Authorization: Bearer <key>" in response.json()["detail"]
+    )
+
+
+def test_a_bug_is_a_json_500_with_an_error_id_and_no_trace(api, monkeypatch, caplog):
+    from memoryapp.api import api as module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("secret internals")
+
+    monkeypatch.setattr(module, "restore_history", broken)
+    client = Client(raise_request_exception=False)
+    response = client.get(
+        f"{BASE}/sessions/s/history", headers={"Authorization": f"Bearer {api.key}"}
+    )
+    api.post(f"{BASE}/sessions/s/turns", turn_body())
+    response = client.get(
+        f"{BASE}/sessions/s/history", headers={"Authorization": f"Bearer {api.key}"}
+    )
+    assert response.status_code == 500
+    body = response.json()
+    assert body["error_id"] in body["detail"] and "secret" not in json.dumps(body)
+    assert "Traceback" not in response.content.decode()
+    assert body["error_id"] in caplog.text  # the log has it, with the trace
+
+
+def test_an_unreachable_database_is_a_json_503_with_retry_after(api, monkeypatch):
+    from memoryapp.api import api as module
+
+    api.post(f"{BASE}/sessions/s/turns", turn_body())
+
+    def down(*args, **kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(module, "restore_history", down)
+    response = api.get(f"{BASE}/sessions/s/history")
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert "unreachable" in response.json()["detail"]
