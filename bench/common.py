@@ -42,6 +42,9 @@ def server_env() -> dict[str, str]:
         "DEBUG": "false",
         "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        # Plain HTTP on loopback, on purpose: no redirect to HTTPS, no HSTS.
+        "SECURE_SSL_REDIRECT": "false",
+        "SECURE_HSTS_SECONDS": "0",
     }
 
 

@@ -116,3 +116,39 @@ def test_production_urls_switch_to_postgres_and_redis_workers():
     assert _settings_of(
         {"DATABASE_URL": "postgres://u@db:5432/m", "REDIS_URL": "redis://cache:6379/2"}
     ) == ["django.db.backends.postgresql", "False", "redis://cache:6379/2"]
+
+
+PRODUCTION = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k3Y-" + "aB9$xQ2!mZ7#rT5%wE1^yU8&iO4*pL6(sD3)fG0_hJ" * 2,
+    "ALLOWED_HOSTS": "memory.example.com",
+    "DATABASE_URL": "postgres://memoryapp@db.example:5432/memoryapp",
+    "REDIS_URL": "redis://redis.example:6379/0",
+}
+
+
+def _deploy_check(env_overrides: dict) -> subprocess.CompletedProcess:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG")
+        and not k.startswith("SECURE")
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "memoryapp.settings", **env_overrides},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_documented_production_configuration_passes_check_deploy():
+    """HTTPS redirect, HSTS and secure cookies come on with DEBUG=false (issue 11: W004 and
+    W008 were warned); the README's production environment passes with no warning."""
+    result = _deploy_check(PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Turning HTTPS off on purpose is what check --deploy then warns about.
+    off = _deploy_check({**PRODUCTION, "SECURE_SSL_REDIRECT": "false", "SECURE_HSTS_SECONDS": "0"})
+    assert off.returncode != 0 and "W004" in off.stderr + off.stdout
