@@ -114,7 +114,13 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+# visibility_timeout: a message a killed worker held (acks late) goes back to the queue
+# after 5 minutes; the sweep redoes such a job sooner (workers.SWEEP_QUEUED_AFTER).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 2,
+    "socket_timeout": 5,
+    "visibility_timeout": 300,
+}
 CELERY_TASK_DEFAULT_QUEUE = env_str("MEMORYAPP_CELERY_QUEUE", "memoryapp")
 # Beat: TTL cleanup on a configurable interval; the extraction sweep dispatches jobs that
 # could not be queued (broker down) once the broker is back.

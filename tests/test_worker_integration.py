@@ -131,3 +131,12 @@ def test_broker_down_then_recovery(worker, monkeypatch):
     assert workers.sweep_extractions(now=timezone.now() + timedelta(minutes=1)) == 1
     wait_for(lambda: ExtractionJob.objects.filter(status="done").exists(), worker)
     assert Finding.objects.count() == 1 and ContextItem.objects.count() == 1
+
+
+def test_the_sweep_reads_the_real_queue_length(worker):
+    """The sweep redoes a queued job only when the broker's queue is empty; that length
+    comes from Redis itself (0 once the worker drained it)."""
+    key = ApiKey.issue(Agent.objects.create(name="depth"))[1]
+    assert append(key, turn_body()).status_code == 201
+    wait_for(lambda: ExtractionJob.objects.filter(status="done").exists(), worker)
+    assert workers._broker_backlog() == 0

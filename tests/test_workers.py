@@ -472,3 +472,54 @@ def test_shell_writes_make_reads_stale_failed_edits_do_not_and_claimed_issues_ar
     task = ContextItem.objects.get(key="current_task")
     assert task.value == "spotter-42: Add max nightly rate filter to listings page"
     assert task.evidence[-1]["what"] == "ran bd update spotter-42 --status in_progress"
+
+
+# --- lost jobs redone within a minute (issue 11, #8 and #9) ------------------------------
+
+
+@pytest.mark.django_db
+def test_a_job_lost_from_the_broker_is_redone_within_a_minute_unless_a_backlog_holds_it(
+    api, monkeypatch, django_capture_on_commit_callbacks, in_process_tasks, settings
+):
+    """Queued, then lost (Redis restarted without its data): the sweep redoes it after a
+    minute, not fifteen; while the queue has a backlog the job may still be waiting, and
+    is left alone. Redoing a job twice stores nothing twice."""
+    monkeypatch.setattr(extract_turn, "apply_async", lambda *a, **k: None)  # "lost"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.post(BASE + "/sessions/s1/turns", real_turn()).status_code == 201
+    assert ExtractionJob.objects.get().status == "queued"
+    monkeypatch.undo()
+    later = timezone.now() + timedelta(seconds=61)
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # as with a broker (the run stays in-process)
+    monkeypatch.setattr(workers, "_broker_backlog", lambda: 250)
+    assert workers.sweep_extractions(now=later) == 0  # a backlog: it may still come
+    monkeypatch.setattr(workers, "_broker_backlog", lambda: 0)
+    assert workers.sweep_extractions(now=timezone.now() + timedelta(seconds=30)) == 0
+    assert workers.sweep_extractions(now=later) == 1
+    assert ExtractionJob.objects.get().status == "done"
+    assert workers.sweep_extractions(now=later + timedelta(minutes=5)) == 0
+    assert Finding.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_embedded_setup_retries_pending_jobs_on_the_next_ingest(
+    api, monkeypatch, django_capture_on_commit_callbacks, in_process_tasks, settings
+):
+    """No beat runs in the embedded setup: a job left pending (its in-process run failed)
+    is retried by a later ingest, at most once a minute."""
+
+    def failing(*args, **kwargs):
+        raise BrokerError("the in-process run failed: database is locked")
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the embedded setup
+    monkeypatch.setattr(extract_turn, "apply_async", failing)
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s1/turns", real_turn())
+    assert ExtractionJob.objects.get().status == "pending"
+    monkeypatch.undo()
+    workers.reset_broker_backoff()
+    ExtractionJob.objects.update(created_at=timezone.now() - timedelta(minutes=2))
+    monkeypatch.setattr(workers, "_last_embedded_sweep", 0.0)
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(BASE + "/sessions/s2/turns", real_turn())
+    assert sorted(ExtractionJob.objects.values_list("status", flat=True)) == ["done", "done"]

@@ -25,8 +25,10 @@ import threading
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from kombu.exceptions import ChannelError
 
 from memoryapp.core.models import (
     ContextItem,
@@ -44,7 +46,11 @@ logger = logging.getLogger(__name__)
 ACTOR = "system:extractor"
 BROKER_BACKOFF_SECONDS = 10
 SWEEP_PENDING_AFTER = timedelta(seconds=30)
-SWEEP_QUEUED_AFTER = timedelta(minutes=15)
+# A job queued this long while the broker's queue is empty was lost (Redis restarted
+# without its data, a worker killed holding it): the sweep, every minute, redoes it.
+SWEEP_QUEUED_AFTER = timedelta(seconds=60)
+# The embedded setup has no beat: ingest sweeps, at most this often per process.
+EMBEDDED_SWEEP_EVERY_SECONDS = 60
 SWEEP_BATCH = 500
 # Turns whose evidence the tally holds, remembered so a job run twice counts once.
 OBSERVED_TURNS = 500
@@ -62,6 +68,7 @@ def dispatch_extraction(job_id: int) -> bool:
     if time.monotonic() >= _broker_down_until:
         try:
             extract_turn.apply_async((job_id,), retry=False)
+            sweep_if_embedded()
             return True
         except Exception as exc:  # broker unreachable, or (in-process mode) the run failed
             logger.warning("extraction job %s not dispatched: %s", job_id, exc)
@@ -71,6 +78,45 @@ def dispatch_extraction(job_id: int) -> bool:
         status=ExtractionJob.Status.PENDING
     )
     return False
+
+
+_last_embedded_sweep = 0.0
+
+
+def sweep_if_embedded() -> None:
+    """Without a broker there is no beat: jobs left pending (the database failed during
+    an in-process run) are retried by the next ingest, at most once a minute."""
+    global _last_embedded_sweep
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        return
+    now = time.monotonic()
+    if now - _last_embedded_sweep < EMBEDDED_SWEEP_EVERY_SECONDS:
+        return
+    _last_embedded_sweep = now  # set first: the sweep's own dispatches do not sweep again
+    try:
+        sweep_extractions()
+    except Exception as exc:  # never fail the agent's request for a retry that can wait
+        logger.warning("embedded extraction sweep failed: %s", exc)
+
+
+def _broker_backlog() -> int | None:
+    """Messages waiting in the extraction queue, or None when it cannot be read."""
+    from memoryapp import celery_app
+
+    try:
+        with celery_app.connection_for_read() as connection:
+            declared = connection.default_channel.queue_declare(
+                queue=celery_app.conf.task_default_queue, passive=True
+            )
+            return declared.message_count
+    except ChannelError as exc:
+        if getattr(exc, "code", None) == 404 or "NOT_FOUND" in str(exc):
+            return 0  # no such queue (Redis keeps no empty list): nothing is waiting
+        logger.warning("cannot read the extraction queue's length: %s", exc)
+        return None
+    except Exception as exc:
+        logger.warning("cannot read the extraction queue's length: %s", exc)
+        return None
 
 
 def reset_broker_backoff() -> None:
@@ -300,13 +346,20 @@ def sweep_extractions(now=None) -> int:
         )
         .order_by("created_at")
         .values_list("id", flat=True)[:SWEEP_BATCH]
-    ) + list(
-        ExtractionJob.objects.filter(
-            status=ExtractionJob.Status.QUEUED, queued_at__lte=now - SWEEP_QUEUED_AFTER
-        )
-        .order_by("queued_at")
-        .values_list("id", flat=True)[:SWEEP_BATCH]
     )
+    lost_before = now - SWEEP_QUEUED_AFTER
+    if ExtractionJob.objects.filter(
+        status=ExtractionJob.Status.QUEUED, queued_at__lte=lost_before
+    ).exists() and (settings.CELERY_TASK_ALWAYS_EAGER or _broker_backlog() == 0):
+        # Queued a minute ago and the queue is empty: not waiting its turn, lost. (With a
+        # backlog it may still be waiting: redoing it would only queue it twice.)
+        stale += list(
+            ExtractionJob.objects.filter(
+                status=ExtractionJob.Status.QUEUED, queued_at__lte=lost_before
+            )
+            .order_by("queued_at")
+            .values_list("id", flat=True)[:SWEEP_BATCH]
+        )
     dispatched = 0
     for job_id in stale:
         ExtractionJob.objects.filter(pk=job_id).exclude(status=ExtractionJob.Status.DONE).update(
