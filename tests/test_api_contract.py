@@ -237,3 +237,47 @@ def test_an_unreachable_database_is_a_json_503_with_retry_after(api, monkeypatch
     response = api.get(f"{BASE}/sessions/s/history")
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert "unreachable" in response.json()["detail"]
+
+
+# --- 11: a chunked body without Content-Length ---------------------------------------------
+
+
+def _chunked(api_key, body: bytes):
+    """A request as a server hands over a chunked upload: no Content-Length, the
+    de-chunked body on wsgi.input; through the middleware to the view."""
+    import io
+
+    from django.test import RequestFactory
+    from django.urls import resolve
+
+    from memoryapp.api.middleware import ApiBodyLimitMiddleware
+
+    request = RequestFactory().generic(
+        "POST",
+        f"{BASE}/sessions/s/turns",
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_key}", "Transfer-Encoding": "chunked"},
+    )
+    request.META.pop("CONTENT_LENGTH", None)
+    request.META["wsgi.input"] = io.BytesIO(body)
+    request._stream = io.BytesIO(b"")  # what Django reads without a Content-Length
+
+    def view(request):
+        match = resolve(request.path)
+        return match.func(request, *match.args, **match.kwargs)
+
+    return ApiBodyLimitMiddleware(view)(request)
+
+
+def test_a_chunked_body_over_the_limit_is_a_413_not_an_empty_body(api_key, settings):
+    settings.MEMORYAPP_MAX_BODY_BYTES = 1000
+    big = json.dumps(turn_body("x" * 5000)).encode()
+    assert _chunked(api_key, big).status_code == 413
+    assert nothing_stored()
+
+
+def test_a_chunked_body_within_the_limit_is_read(api_key, settings):
+    settings.MEMORYAPP_MAX_BODY_BYTES = 100_000
+    response = _chunked(api_key, json.dumps(turn_body("chunked hello")).encode())
+    assert response.status_code == 201, response.content
+    assert Message.objects.get().content == "chunked hello"

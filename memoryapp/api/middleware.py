@@ -37,6 +37,14 @@ class ApiBodyLimitMiddleware:
                 return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
             if declared > limit:
                 return _too_large(limit)
+            if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", ""):
+                # No Content-Length: Django would read the body as empty (a misleading 422).
+                # Read the chunks ourselves (the server de-chunks wsgi.input), up to the limit.
+                stream = request.META.get("wsgi.input")
+                data = stream.read(limit + 1) if stream is not None else b""
+                if len(data) > limit:
+                    return _too_large(limit)
+                request._body = data
             try:
                 body = request.body  # reads and caches, raising when too big
             except RequestDataTooBig:
