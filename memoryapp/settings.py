@@ -16,6 +16,7 @@ from memoryapp.lib.env import (
     ConfigError,
     env_bool,
     env_int,
+    env_limit,
     env_list,
     env_str,
     parse_database_url,
@@ -187,6 +188,27 @@ MEMORYAPP_SUMMARIZER_URL = env_str("MEMORYAPP_SUMMARIZER_URL")
 MEMORYAPP_SUMMARIZER_MODEL = env_str("MEMORYAPP_SUMMARIZER_MODEL", "gpt-4o-mini")
 MEMORYAPP_SUMMARIZER_API_KEY = env_str("MEMORYAPP_SUMMARIZER_API_KEY")
 MEMORYAPP_SUMMARIZER_TIMEOUT = env_int("MEMORYAPP_SUMMARIZER_TIMEOUT", 20, minimum=1)
+# Rate limits, "count/seconds" ("off" for none): requests per API key, requests per
+# client address (REMOTE_ADDR; /api/v1/health is exempt), failed authentications per
+# address, failed dashboard logins per user name and per address. Over a limit the API
+# answers 429 with Retry-After; the login form refuses until the window ends.
+MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "1200/60")
+MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "3000/60")
+MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = env_limit("MEMORYAPP_RATE_LIMIT_AUTH_FAILURES", "30/300")
+MEMORYAPP_LOGIN_FAILURES = env_limit("MEMORYAPP_LOGIN_FAILURES", "5/900")
+# Counters live in the cache: Redis when REDIS_URL is set (shared by every process),
+# else this process's memory (the embedded setup is one process).
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "memoryapp",
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
 

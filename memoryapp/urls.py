@@ -5,9 +5,11 @@ from django.contrib import admin
 from django.urls import include, path
 
 from memoryapp.api.api import api
+from memoryapp.dashboard.login_views import ThrottledLoginView
 
 urlpatterns = [
     path("", include("memoryapp.dashboard.urls")),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),

@@ -57,6 +57,23 @@ class ApiClient:
         return self.client.delete(path, headers=self._headers(headers))
 
 
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """Rate-limit counters live in the cache: each test starts from none (every test
+    client comes from 127.0.0.1, so counters would carry over between tests)."""
+    from django.core.cache import cache
+
+    if type(cache).__name__ == "RedisCache":
+        # Only our keys: the broker shares this Redis database (a FLUSHDB would drop the
+        # worker's queue bindings).
+        client = cache._cache.get_client(None, write=True)
+        for key in client.scan_iter(match="memoryapp:*"):
+            client.delete(key)
+    else:
+        cache.clear()
+    yield
+
+
 @pytest.fixture
 def keep_connection_open(monkeypatch):
     """The in-process WSGI app (seed_demo, import_transcript) closes the database connection

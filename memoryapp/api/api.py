@@ -22,7 +22,7 @@ from django.utils import timezone
 from ninja import NinjaAPI, Query, Status
 from ninja.errors import AuthenticationError, HttpError
 
-from memoryapp.api.auth import ApiKeyAuth
+from memoryapp.api.auth import ApiKeyAuth, RateLimited
 from memoryapp.api.middleware import JsonParser
 from memoryapp.api.schemas import (
     AgentOut,
@@ -94,7 +94,14 @@ def _unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
     return response
 
 
+def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = api.create_response(request, {"detail": exc.detail}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
 RETRY_AFTER_SECONDS = 5
+api.add_exception_handler(RateLimited, _rate_limited)
 api.add_exception_handler(AuthenticationError, _unauthenticated)
 api.add_exception_handler(OperationalError, _database_unreachable)
 api.add_exception_handler(InterfaceError, _database_unreachable)

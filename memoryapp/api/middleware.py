@@ -23,12 +23,19 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja.parser import Parser
 
+from memoryapp.api.auth import client_address
+from memoryapp.core import ratelimit
+
 
 class ApiBodyLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/") and request.path != "/api/v1/health":
+            refused = _over_address_limits(request)
+            if refused is not None:
+                return refused
         if request.path.startswith("/api/"):
             limit = settings.MEMORYAPP_MAX_BODY_BYTES
             try:
@@ -75,6 +82,23 @@ def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if header in response:
             answer[header] = response[header]
     return answer
+
+
+def _over_address_limits(request: HttpRequest) -> JsonResponse | None:
+    """Too many requests, or too many wrong keys, from one client address: 429."""
+    address = client_address(request)
+    failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
+    retry_after = ratelimit.blocked("auth-failure", address, failures)
+    detail = f"too many requests with a wrong API key from {address}"
+    if retry_after is None:
+        limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
+        retry_after = ratelimit.hit("address", address, limit)
+        detail = f"more than {limit.count} requests in {limit.seconds} seconds from {address}"
+    if retry_after is None:
+        return None
+    response = JsonResponse({"detail": f"{detail}; retry after {retry_after} seconds"}, status=429)
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 def _check_json(request: HttpRequest, body: bytes) -> JsonResponse | None:

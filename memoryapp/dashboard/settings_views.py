@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from memoryapp.core import ratelimit
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 from memoryapp.core.models import Agent, ApiKey
 from memoryapp.dashboard.access import _get_agent_for_user
@@ -152,12 +153,16 @@ def _page_context(
 ) -> dict:
     """What the settings page and its fragments show: the form, the keys, a new key once,
     and the settings as stored (`stored`: the agent before a refused form touched it)."""
+    keys = list(ApiKey.objects.filter(agent=agent))
+    refused = ratelimit.recent_refusals([key.pk for key in keys])
+    for key in keys:
+        key.recent_429s = refused[key.pk]  # answered 429 this hour and the last
     return {
         "agent": agent,
         "stored": stored or agent,
         "role": "staff",  # only staff reach these pages
         "form": form if form is not None else AgentSettingsForm(instance=agent),
-        "keys": ApiKey.objects.filter(agent=agent),
+        "keys": keys,
         "created_key": created_key,
     }
 

@@ -139,3 +139,14 @@ def validate_redis_url(url: str, name: str = "REDIS_URL") -> str:
     except ValueError:
         raise ConfigError(f"{name}: the port is not a number in {url!r}") from None
     return url
+
+
+def env_limit(name: str, default: str) -> str:
+    """A rate limit, "count/seconds" (e.g. "600/60") or "off"."""
+    raw = env_str(name, default).strip()
+    if raw.lower() == "off":
+        return raw
+    count, slash, seconds = raw.partition("/")
+    if not (slash and count.isdigit() and seconds.isdigit() and int(seconds) > 0):
+        raise ConfigError(f"{name} must be 'count/seconds' (like 600/60) or 'off', not {raw!r}")
+    return raw

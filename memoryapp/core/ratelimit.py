@@ -1,0 +1,91 @@
+"""Fixed-window rate limits over Django's cache: per API key, per client address, for
+failed authentications per address, and for failed logins per user name and address.
+
+A window is `seconds` long; the first hit in a window creates its counter (expiring with
+the window), later hits increment it. Over the limit, `hit` answers how many seconds until
+the window ends (the `Retry-After`). The cache is Redis in production (shared by every
+process) and process memory in the embedded setup (one process).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from django.core.cache import cache
+
+
+@dataclass(frozen=True)
+class Limit:
+    count: int  # requests allowed per window; 0 turns the limit off
+    seconds: int
+
+    @classmethod
+    def parse(cls, text: str) -> Limit:
+        """ "600/60": 600 per 60 seconds; "0/60" or "off": no limit."""
+        if text.strip().lower() == "off":
+            return cls(0, 60)
+        count, _, seconds = text.partition("/")
+        return cls(int(count), int(seconds or 60))
+
+
+def _window(limit: Limit, now: float) -> tuple[int, int]:
+    start = int(now // limit.seconds) * limit.seconds
+    return start, start + limit.seconds - int(now)
+
+
+def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
+    """Count one request of `who` in `scope`: None when within the limit, else the
+    seconds until the window ends."""
+    if limit.count <= 0:
+        return None
+    now = time.time() if now is None else now
+    start, left = _window(limit, now)
+    key = f"rl:{scope}:{who}:{start}"
+    if cache.add(key, 1, timeout=limit.seconds + 1):
+        count = 1
+    else:
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=limit.seconds + 1)
+            count = 1
+    return None if count <= limit.count else max(1, left)
+
+
+def blocked(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
+    """Like `hit` without counting: is `who` over the limit in this window?"""
+    if limit.count <= 0:
+        return None
+    now = time.time() if now is None else now
+    start, left = _window(limit, now)
+    count = cache.get(f"rl:{scope}:{who}:{start}", 0)
+    return None if count < limit.count else max(1, left)
+
+
+def reset(scope: str, who: str, limit: Limit, *, now: float | None = None) -> None:
+    now = time.time() if now is None else now
+    start, _ = _window(limit, now)
+    cache.delete(f"rl:{scope}:{who}:{start}")
+
+
+def note_refusal(key_id: int, *, now: float | None = None) -> None:
+    """Count a 429 answered to an API key, per hour, for the dashboard."""
+    hour = int((time.time() if now is None else now) // 3600)
+    name = f"rl:refused:{key_id}:{hour}"
+    if not cache.add(name, 1, timeout=2 * 3600):
+        try:
+            cache.incr(name)
+        except ValueError:
+            cache.add(name, 1, timeout=2 * 3600)
+
+
+def recent_refusals(key_ids: list[int], *, now: float | None = None) -> dict[int, int]:
+    """429s answered to each key in this hour and the one before."""
+    hour = int((time.time() if now is None else now) // 3600)
+    names = {f"rl:refused:{k}:{h}": k for k in key_ids for h in (hour, hour - 1)}
+    found = cache.get_many(list(names))
+    counts: dict[int, int] = {k: 0 for k in key_ids}
+    for name, value in found.items():
+        counts[names[name]] += int(value)
+    return counts

@@ -1,0 +1,85 @@
+"""Rate limits (issue 11, #12): per API key and per client address, 429 with
+Retry-After; an address sending wrong keys is stopped; login throttling with lockout; the
+dashboard shows a key's recent 429s. Before: 1,000 requests and 500 wrong keys got no 429,
+and the right password logged in after 200 wrong ones."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from memoryapp.core import ratelimit
+from memoryapp.core.models import ApiKey
+from tests.conftest import ApiClient, logged_in_member
+
+pytestmark = pytest.mark.django_db
+BASE = "/api/v1"
+
+
+def test_a_key_over_its_limit_gets_429_with_retry_after_and_others_do_not(api, agent, settings):
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "5/60"
+    answers = [api.get(f"{BASE}/sessions").status_code for _ in range(7)]
+    assert answers == [200] * 5 + [429] * 2
+    refused = api.get(f"{BASE}/sessions")
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert "retry after" in refused.json()["detail"]
+    other = ApiClient(Client(), ApiKey.issue(agent, name="second")[1])
+    assert other.get(f"{BASE}/sessions").status_code == 200
+
+
+def test_an_address_over_its_limit_gets_429_before_any_key_is_looked_up(api, settings):
+    settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "4/60"
+    answers = [api.get(f"{BASE}/sessions").status_code for _ in range(6)]
+    assert answers == [200] * 4 + [429] * 2
+    assert Client().get(f"{BASE}/health").status_code == 200  # health checks are exempt
+
+
+def test_an_address_sending_wrong_keys_is_stopped_even_with_the_right_key(api, settings):
+    settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = "10/300"
+    wrong = ApiClient(Client(), "mk_wrong")
+    answers = [wrong.get(f"{BASE}/sessions").status_code for _ in range(12)]
+    assert answers[:10] == [401] * 10 and set(answers[10:]) == {429}
+    blocked = api.get(f"{BASE}/sessions")
+    assert blocked.status_code == 429 and "wrong API key" in blocked.json()["detail"]
+
+
+def test_login_locks_out_after_repeated_failures_even_for_the_right_password(db, settings):
+    settings.MEMORYAPP_LOGIN_FAILURES = "5/900"
+    get_user_model().objects.create_user("edna", password="the-right-one")
+    client = Client()
+    for _ in range(5):
+        wrong = client.post("/accounts/login/", {"username": "edna", "password": "nope"})
+        assert wrong.status_code == 200
+    right = client.post("/accounts/login/", {"username": "Edna", "password": "the-right-one"})
+    assert right.status_code == 429 and "Too many failed logins" in right.content.decode()
+    assert "_auth_user_id" not in client.session
+    # Another address and user name still log in; the window's end lets edna in again.
+    ratelimit.reset("login-user", "edna", ratelimit.Limit.parse("5/900"))
+    ratelimit.reset("login-address", "127.0.0.1", ratelimit.Limit.parse("5/900"))
+    ok = client.post("/accounts/login/", {"username": "edna", "password": "the-right-one"})
+    assert ok.status_code == 302
+
+
+def test_the_settings_page_shows_a_keys_recent_429s(api, agent, settings):
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "2/60"
+    for _ in range(5):
+        api.get(f"{BASE}/sessions")
+    staff = logged_in_member("staff", agent, "sam", staff=True)
+    response = staff.get("/agents/coder/settings/")
+    keys = {key.name: key.recent_429s for key in response.context["keys"]}
+    assert keys == {"test": 3}
+    assert '<td class="num bad">3</td>' in response.content.decode()
+
+
+def test_limits_are_settings_that_refuse_nonsense():
+    assert ratelimit.Limit.parse("600/60") == ratelimit.Limit(600, 60)
+    assert ratelimit.Limit.parse("off").count == 0
+    import os
+
+    from memoryapp.lib.env import ConfigError, env_limit
+
+    os.environ["X_LIMIT_TEST"] = "lots"
+    try:
+        with pytest.raises(ConfigError, match="X_LIMIT_TEST"):
+            env_limit("X_LIMIT_TEST", "1/1")
+    finally:
+        del os.environ["X_LIMIT_TEST"]
