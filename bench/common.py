@@ -45,6 +45,9 @@ def server_env() -> dict[str, str]:
         # Plain HTTP on loopback, on purpose: no redirect to HTTPS, no HSTS.
         "SECURE_SSL_REDIRECT": "false",
         "SECURE_HSTS_SECONDS": "0",
+        # Benchmarks measure throughput from one address with one key: no rate limits.
+        "MEMORYAPP_RATE_LIMIT_KEY": "off",
+        "MEMORYAPP_RATE_LIMIT_ADDRESS": "off",
     }
 
 

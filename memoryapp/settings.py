@@ -192,8 +192,8 @@ MEMORYAPP_SUMMARIZER_TIMEOUT = env_int("MEMORYAPP_SUMMARIZER_TIMEOUT", 20, minim
 # client address (REMOTE_ADDR; /api/v1/health is exempt), failed authentications per
 # address, failed dashboard logins per user name and per address. Over a limit the API
 # answers 429 with Retry-After; the login form refuses until the window ends.
-MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "1200/60")
-MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "3000/60")
+MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "6000/60")
+MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "12000/60")
 MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = env_limit("MEMORYAPP_RATE_LIMIT_AUTH_FAILURES", "30/300")
 MEMORYAPP_LOGIN_FAILURES = env_limit("MEMORYAPP_LOGIN_FAILURES", "5/900")
 # Counters live in the cache: Redis when REDIS_URL is set (shared by every process),
