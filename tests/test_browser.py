@@ -194,3 +194,26 @@ def test_a_form_refused_with_422_shows_its_errors_in_place(page, live_server):
     agent.refresh_from_db()
     assert agent.max_messages != 0
     assert page.dialogs == [] and page.violations == []
+
+
+def test_a_refused_action_says_so_instead_of_doing_nothing(page, live_server):
+    """A revert that has become pointless (someone archived the fact meanwhile) is a 409:
+    the page says so, as text, and nothing changes (found in review: no answer at all)."""
+    agent = Agent.objects.create(name="coder")
+    memory = Memory.remember(
+        agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
+    )[0]
+    make_user("edna", agent)
+    log_in(page.page, live_server, "edna")
+    page.page.goto(live_server.url + f"/agents/coder/items/memory/{memory.pk}/history/")
+    revert = page.page.locator("table.history button:has-text('revert')").first
+    revert.wait_for()
+    memory.archive("user:someone-else")  # the page is now stale
+    revert.click()
+    notice = page.page.locator("#notice")
+    notice.wait_for(timeout=10_000)
+    assert "cannot be reverted" in notice.inner_text()
+    assert "Nothing was changed." in notice.inner_text()
+    memory.refresh_from_db()
+    assert memory.status == "archived"
+    assert page.dialogs == [] and page.violations == []
