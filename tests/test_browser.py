@@ -8,6 +8,7 @@ from datetime import timedelta
 from urllib.parse import quote
 
 import httpx
+from django.db import transaction
 from django.utils import timezone
 
 from memoryapp.core.models import (
@@ -200,15 +201,17 @@ def test_a_refused_action_says_so_instead_of_doing_nothing(page, live_server):
     """A revert that has become pointless (someone archived the fact meanwhile) is a 409:
     the page says so, as text, and nothing changes (found in review: no answer at all)."""
     agent = Agent.objects.create(name="coder")
-    memory = Memory.remember(
-        agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
-    )[0]
+    with transaction.atomic():  # remember locks the rows it reads, as the API does
+        memory = Memory.remember(
+            agent, "The API is v1", memory_type="fact", confidence=0.8, actor="agent:coder"
+        )[0]
     make_user("edna", agent)
     log_in(page.page, live_server, "edna")
     page.page.goto(live_server.url + f"/agents/coder/items/memory/{memory.pk}/history/")
     revert = page.page.locator("table.history button:has-text('revert')").first
     revert.wait_for()
-    memory.archive("user:someone-else")  # the page is now stale
+    with transaction.atomic():  # as the views do (archive locks the row)
+        memory.archive("user:someone-else")  # the page is now stale
     revert.click()
     notice = page.page.locator("#notice")
     notice.wait_for(timeout=10_000)
