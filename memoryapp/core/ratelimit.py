@@ -41,16 +41,19 @@ def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int 
         return None
     now = time.time() if now is None else now
     start, left = _window(limit, now)
-    key = f"rl:{scope}:{who}:{start}"
-    if cache.add(key, 1, timeout=limit.seconds + 1):
-        count = 1
-    else:
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=limit.seconds + 1)
-            count = 1
+    count = _count(f"rl:{scope}:{who}:{start}", timeout=limit.seconds + 1)
     return None if count <= limit.count else max(1, left)
+
+
+def _count(key: str, *, timeout: int) -> int:
+    """Add one to a counter that expires `timeout` seconds after its first count."""
+    if cache.add(key, 1, timeout=timeout):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=timeout)
+        return 1
 
 
 def blocked(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
@@ -72,12 +75,7 @@ def reset(scope: str, who: str, limit: Limit, *, now: float | None = None) -> No
 def note_refusal(key_id: int, *, now: float | None = None) -> None:
     """Count a 429 answered to an API key, per hour, for the dashboard."""
     hour = int((time.time() if now is None else now) // 3600)
-    name = f"rl:refused:{key_id}:{hour}"
-    if not cache.add(name, 1, timeout=2 * 3600):
-        try:
-            cache.incr(name)
-        except ValueError:
-            cache.add(name, 1, timeout=2 * 3600)
+    _count(f"rl:refused:{key_id}:{hour}", timeout=2 * 3600)
 
 
 def recent_refusals(key_ids: list[int], *, now: float | None = None) -> dict[int, int]:

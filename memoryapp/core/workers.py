@@ -347,19 +347,17 @@ def sweep_extractions(now=None) -> int:
         .order_by("created_at")
         .values_list("id", flat=True)[:SWEEP_BATCH]
     )
-    lost_before = now - SWEEP_QUEUED_AFTER
-    if ExtractionJob.objects.filter(
-        status=ExtractionJob.Status.QUEUED, queued_at__lte=lost_before
-    ).exists() and (settings.CELERY_TASK_ALWAYS_EAGER or _broker_backlog() == 0):
+    queued_long = list(
+        ExtractionJob.objects.filter(
+            status=ExtractionJob.Status.QUEUED, queued_at__lte=now - SWEEP_QUEUED_AFTER
+        )
+        .order_by("queued_at")
+        .values_list("id", flat=True)[:SWEEP_BATCH]
+    )
+    if queued_long and (settings.CELERY_TASK_ALWAYS_EAGER or _broker_backlog() == 0):
         # Queued a minute ago and the queue is empty: not waiting its turn, lost. (With a
         # backlog it may still be waiting: redoing it would only queue it twice.)
-        stale += list(
-            ExtractionJob.objects.filter(
-                status=ExtractionJob.Status.QUEUED, queued_at__lte=lost_before
-            )
-            .order_by("queued_at")
-            .values_list("id", flat=True)[:SWEEP_BATCH]
-        )
+        stale += queued_long
     dispatched = 0
     for job_id in stale:
         ExtractionJob.objects.filter(pk=job_id).exclude(status=ExtractionJob.Status.DONE).update(
