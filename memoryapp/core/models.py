@@ -380,6 +380,19 @@ class IdempotencyRecord(models.Model):
         return f"{self.session_id}:{self.key}"
 
 
+class SessionItemOnDashboard:
+    """What findings and working-context items share on the dashboard: both live on
+    their session's page, and each one's history is its own."""
+
+    def history_targets(self) -> dict:
+        """The rows whose changes make up this one's history: itself."""
+        return {self.pk: self}
+
+    def dashboard_url(self) -> str:
+        page = reverse("dashboard:session", args=[self.session.agent.name, self.session.key])
+        return f"{page}#item-{self.KIND}-{self.pk}"
+
+
 class FindingQuerySet(models.QuerySet):
     def for_agent(self, agent: Agent) -> FindingQuerySet:
         return self.filter(session__agent=agent)
@@ -389,7 +402,7 @@ class FindingQuerySet(models.QuerySet):
         return self.select_related("session__agent", "turn", "message", "tool_call")
 
 
-class Finding(models.Model):
+class Finding(SessionItemOnDashboard, models.Model):
     """What one tool call taught the agent. Its identity says exactly which call it
     answers (memoryapp.lib.extraction.identity): two different calls never share a
     finding, and the same call made again updates it."""
@@ -632,14 +645,6 @@ class Finding(models.Model):
         self.edit(actor, **fields)
         return self
 
-    def history_targets(self) -> dict[int, Finding]:
-        """The rows whose changes make up this one's history: itself."""
-        return {self.pk: self}
-
-    def dashboard_url(self) -> str:
-        page = reverse("dashboard:session", args=[self.session.agent.name, self.session.key])
-        return f"{page}#item-{self.KIND}-{self.pk}"
-
 
 class ContextItemQuerySet(models.QuerySet):
     def for_agent(self, agent: Agent) -> ContextItemQuerySet:
@@ -650,7 +655,7 @@ class ContextItemQuerySet(models.QuerySet):
         return self.select_related("session__agent")
 
 
-class ContextItem(models.Model):
+class ContextItem(SessionItemOnDashboard, models.Model):
     class Source(models.TextChoices):
         EXPLICIT = "explicit"
         INFERRED = "inferred"
@@ -790,13 +795,6 @@ class ContextItem(models.Model):
             actor=actor,
         )
         return item
-
-    def history_targets(self) -> dict[int, ContextItem]:
-        return {self.pk: self}
-
-    def dashboard_url(self) -> str:
-        page = reverse("dashboard:session", args=[self.session.agent.name, self.session.key])
-        return f"{page}#item-{self.KIND}-{self.pk}"
 
 
 class MemoryQuerySet(models.QuerySet):
