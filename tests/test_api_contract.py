@@ -204,7 +204,7 @@ def test_a_401_says_how_to_authenticate():
 
 
 def test_a_bug_is_a_json_500_with_an_error_id_and_no_trace(api, monkeypatch, caplog):
-    from memoryapp.api import api as module
+    from memoryapp.api import sessions as module
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("secret internals")
@@ -226,7 +226,7 @@ def test_a_bug_is_a_json_500_with_an_error_id_and_no_trace(api, monkeypatch, cap
 
 
 def test_an_unreachable_database_is_a_json_503_with_retry_after(api, monkeypatch):
-    from memoryapp.api import api as module
+    from memoryapp.api import sessions as module
 
     api.post(f"{BASE}/sessions/s/turns", turn_body())
 

@@ -2,17 +2,16 @@
 
 - Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
   agents deserve to know the request was too large, so API paths get a JSON 413.
-- Not a JSON object, or text no database can store (a NUL character; a lone surrogate,
-  which is not Unicode text at all): a 422 naming the field, before anything is stored.
-  PostgreSQL refuses NUL in text and JSON, so without this check such a request was a 500.
+- A chunked body without Content-Length is read here (Django would read it as empty).
+- Every API answer is JSON, also those no API view gave (an unknown path, a bad method).
 
-The parsed body is kept on the request (`request.api_json`), and the API's parser
-(`JsonParser`) reads it from there: the body is parsed once.
+The body's content is checked by the API's parser (`JsonParser`), after authentication.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from http import HTTPStatus
@@ -53,13 +52,9 @@ class ApiBodyLimitMiddleware:
                     return _too_large(limit)
                 request._body = data
             try:
-                body = request.body  # reads and caches, raising when too big
+                request.body  # noqa: B018 (reads and caches, raising when too big)
             except RequestDataTooBig:
                 return _too_large(limit)
-            if body:
-                refused = _check_json(request, body)
-                if refused is not None:
-                    return refused
             return _as_json(request, self.get_response(request))
         return self.get_response(request)
 
@@ -101,56 +96,45 @@ def _over_address_limits(request: HttpRequest) -> JsonResponse | None:
     return response
 
 
-def _check_json(request: HttpRequest, body: bytes) -> JsonResponse | None:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None  # the API answers its own 400 for a body that is not JSON
-    if not isinstance(data, dict):
-        return _invalid([], "the body must be a JSON object")
-    path = _bad_text(data, [])
-    if path is not None:
-        return _invalid(path, "text must not contain NUL characters or lone surrogates")
-    request.api_json = data
-    return None
-
-
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _bad_text(value: Any, path: list) -> list | None:
-    """The path of the first string (key or value) holding a NUL or a lone surrogate."""
-    if isinstance(value, str):
-        return path if _UNSTORABLE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if _UNSTORABLE.search(key):
-                return [*path, key.encode("utf-8", "backslashreplace").decode()]
-            found = _bad_text(item, [*path, key])
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _bad_text(item, [*path, index])
-            if found is not None:
-                return found
+def unstorable_at(value: Any) -> tuple[list, str] | None:
+    """Where the body holds what no database stores, and what: a NUL character or a lone
+    surrogate in a string or a key (PostgreSQL refuses NUL in text and JSON; a lone
+    surrogate is not Unicode text at all), or a number that is not finite (NaN,
+    Infinity, 1e400: not JSON, and no JSON column takes it). Walks without recursion,
+    so a deeply nested body cannot exhaust the stack."""
+    stack: list[tuple[Any, list]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE.search(item):
+                return path, "text must not contain NUL characters or lone surrogates"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return path, "numbers must be finite (NaN and Infinity are not JSON)"
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                if _UNSTORABLE.search(key):
+                    safe = key.encode("utf-8", "backslashreplace").decode()
+                    return [*path, safe], "keys must not contain NUL characters or lone surrogates"
+                stack.append((child, [*path, key]))
+        elif isinstance(item, list):
+            stack.extend((child, [*path, i]) for i, child in reversed(list(enumerate(item))))
     return None
 
 
-def _invalid(path: list, message: str) -> JsonResponse:
-    """The shape of the API's other 422s (django-ninja's validation errors)."""
-    return JsonResponse(
-        {"detail": [{"type": "value_error", "loc": ["body", "payload", *path], "msg": message}]},
-        status=422,
-    )
-
-
 class JsonParser(Parser):
-    """django-ninja's JSON parser, reading the body the middleware already parsed."""
+    """django-ninja's JSON parser, noting (not refusing: the parser runs before the view
+    and a refusal here would be a 400 without the field's name) where the body holds
+    what no database stores. The API refuses it with a 422 naming the field, after
+    authentication, before anything is stored (`api._strict_request`)."""
 
-    def parse_body(self, request: HttpRequest) -> dict:
-        data = getattr(request, "api_json", None)
-        return data if data is not None else super().parse_body(request)
+    def parse_body(self, request: HttpRequest) -> Any:
+        data = json.loads(request.body, parse_constant=float)  # NaN: noted below, refused
+        request.unstorable = unstorable_at(data)
+        return data
 
 
 def _too_large(limit: int) -> JsonResponse:

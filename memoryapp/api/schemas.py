@@ -10,9 +10,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, field_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+)
 
-from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+from memoryapp.core.limits import (
+    MAX_FACT_CHARS,
+    MAX_MESSAGES_SETTING,
+    MAX_TOKEN_BUDGET,
+    MAX_TTL_SECONDS,
+)
 
 
 class InputSchema(Schema):
@@ -22,9 +34,29 @@ class InputSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
+class Output(Schema):
+    """What the API answers. A view's dict with a field its schema does not declare is an
+    error (a 500 the tests see), never a field silently dropped from the answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 # Integers are bounded to what their columns hold (PostgreSQL `integer`).
 MAX_INT = 2_147_483_647
-NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT)]
+
+
+def _whole_number(value: Any) -> Any:
+    """JSON has one number type, and JSON Schema counts 3.0 as the integer 3; 3.5, "3"
+    and true stay refused (the integer check that follows is strict)."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+# After the Field (`Annotated[int, Field(strict=True, ge=…), WHOLE]`), or the published
+# schema loses its minimum and maximum.
+WHOLE = BeforeValidator(_whole_number)
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT), WHOLE]
 Role = Literal["system", "user", "assistant", "tool"]
 MAX_MESSAGES_PER_TURN = 1000
 MAX_TOOL_CALLS_PER_TURN = 500
@@ -71,6 +103,9 @@ class ToolCallIn(InputSchema):
         return value
 
 
+EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 class TurnIn(InputSchema):
     messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_TURN)]
     usage: UsageIn | None = None
@@ -79,19 +114,35 @@ class TurnIn(InputSchema):
     # When the model call happened (imported transcripts); default: when it is stored.
     timestamp: datetime | None = None
 
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _timestamp_is_text(cls, value: Any) -> Any:
+        # A number would be read as seconds since 1970: 5 stored as 1970-01-01T00:00:05.
+        if value is not None and not isinstance(value, str):
+            raise ValueError("timestamp is an ISO 8601 string, like 2026-01-31T12:00:00Z")
+        return value
+
     @field_validator("timestamp")
     @classmethod
-    def _timestamp_not_future(cls, value: datetime | None) -> datetime | None:
+    def _timestamp_in_range(cls, value: datetime | None) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
+        try:
+            # In UTC: PostgreSQL refuses offsets beyond ±15:59, and year 1 at +01:00
+            # is before the first day a datetime holds.
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("timestamp is out of range") from None
+        if value < EARLIEST_TIMESTAMP:
+            raise ValueError("timestamp is before 1970")
         if value > datetime.now(UTC) + timedelta(days=1):
             raise ValueError("timestamp is more than a day in the future")
         return value
 
 
-class TotalsOut(Schema):
+class TotalsOut(Output):
     messages: int
     tokens: int
     input_tokens: int
@@ -99,7 +150,7 @@ class TotalsOut(Schema):
     turns: int
 
 
-class SessionOut(Schema):
+class SessionOut(Output):
     key: str
     goal: str
     status: str
@@ -111,7 +162,7 @@ class SessionOut(Schema):
     totals: TotalsOut
 
 
-class SessionPage(Schema):
+class SessionPage(Output):
     items: list[SessionOut]
     next_cursor: str | None
 
@@ -119,11 +170,11 @@ class SessionPage(Schema):
 class SessionIn(InputSchema):
     goal: Annotated[str, Field(max_length=10_000)] | None = None
     status: Literal["active", "paused", "completed", "failed"] | None = None
-    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS), WHOLE] | None = None
     metadata: dict[str, Any] | None = None
 
 
-class TurnOut(Schema):
+class TurnOut(Output):
     iteration: int
     first_seq: int
     last_seq: int
@@ -131,7 +182,7 @@ class TurnOut(Schema):
     session: SessionOut
 
 
-class HistoryMessageOut(Schema):
+class HistoryMessageOut(Output):
     seq: int
     role: str
     content: str
@@ -142,14 +193,14 @@ class HistoryMessageOut(Schema):
     tool_calls: list[dict[str, Any]] | None = None
 
 
-class SummaryOut(Schema):
+class SummaryOut(Output):
     text: str
     covers_through_seq: int
     stale: bool
     error: str | None = None
 
 
-class HistoryOut(Schema):
+class HistoryOut(Output):
     messages: list[HistoryMessageOut]
     token_count: int
     pruned_count: int
@@ -159,7 +210,7 @@ class HistoryOut(Schema):
     max_tokens: int
 
 
-class TurnMetaOut(Schema):
+class TurnMetaOut(Output):
     iteration: int
     message_count: int
     input_tokens: int
@@ -172,12 +223,12 @@ class TurnMetaOut(Schema):
     last_seq: int
 
 
-class TurnPage(Schema):
+class TurnPage(Output):
     items: list[TurnMetaOut]
     next_cursor: str | None
 
 
-class AgentOut(Schema):
+class AgentOut(Output):
     name: str
     ttl_seconds: int
     max_messages: int
@@ -190,14 +241,15 @@ class AgentOut(Schema):
     default_conversation_budget: int
 
 
-OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_BUDGET)] | None
+OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_BUDGET), WHOLE] | None
 
 
 class AgentPatch(InputSchema):
-    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS)] | None = None
-    max_messages: Annotated[int, Field(strict=True, ge=1, le=MAX_MESSAGES_SETTING)] | None = None
-    token_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_BUDGET)] | None = None
-    encoding: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    # May be omitted, never null (the budgets below take null: "use the default share").
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS), WHOLE] = None
+    max_messages: Annotated[int, Field(strict=True, ge=1, le=MAX_MESSAGES_SETTING), WHOLE] = None
+    token_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_BUDGET), WHOLE] = None
+    encoding: Annotated[str, Field(min_length=1, max_length=64)] = None
     system_budget: OptionalBudget = None
     conversation_budget: OptionalBudget = None
     working_budget: OptionalBudget = None
@@ -211,14 +263,19 @@ class AgentPatch(InputSchema):
         return value
 
 
-class HealthOut(Schema):
+class HealthOut(Output):
     status: str
     database: dict[str, Any]
     broker: dict[str, Any]
 
 
-class ErrorOut(Schema):
-    detail: Any
+class ErrorOut(Output):
+    """Every error: `detail` is a sentence, or for a 422 from validation the list of
+    problems, each with `loc` (where: `["body", "payload", field, …]` or
+    `["query", name]`) and `msg`. A 500 adds `error_id`, the id in the server's log."""
+
+    detail: str | list[dict[str, Any]]
+    error_id: str | None = None
 
 
 def check_name(value: str, what: str) -> str:
@@ -242,3 +299,303 @@ def check_name(value: str, what: str) -> str:
 
 def check_session_key(key: str) -> str:
     return check_name(key, "a session key")
+
+
+# A session key in a body: the same rule as in a path, the 422 naming the field.
+SessionKey = Annotated[str, AfterValidator(check_session_key)]
+
+
+# --- context and working context ---------------------------------------------------------
+
+Confidence = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class ContextItemIn(InputSchema):
+    value: Annotated[Any, Field(json_schema_extra={"not": {"type": "null"}})]
+    source: Literal["explicit", "inferred"] = "explicit"
+    confidence: Confidence = 1.0
+
+    @field_validator("value")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("value must not be null: DELETE the item to remove it")
+        return value
+
+
+class ContextItemOut(Output):
+    key: str
+    value: Any
+    source: str
+    confidence: float
+    updated_at: datetime
+
+
+class ContextItemList(Output):
+    items: list[ContextItemOut]
+
+
+class WorkingItemOut(Output):
+    key: str
+    value: Any
+    source: str
+    confidence: float
+
+
+class TokenCountsOut(Output):
+    system: int
+    conversation: int
+    working: int
+    long_term: int
+    total: int
+
+
+class BudgetOut(Output):
+    total: int
+    system: int
+    conversation: int
+    working: int
+    long_term: int
+    conversation_base: int
+
+
+class CutOut(Output):
+    messages: int
+    message_tokens: int
+    working_items: int
+    findings: int
+    memories: int
+
+
+# --- findings -----------------------------------------------------------------------------
+
+MAX_CHECK_ARGUMENTS_CHARS = 256 * 1024
+
+
+class FindingIn(InputSchema):
+    tool: Annotated[str, Field(min_length=1, max_length=200)]
+    query: Annotated[str, Field(max_length=MAX_FACT_CHARS)] = ""
+    fact: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
+    step: Annotated[int, Field(strict=True, ge=0, le=MAX_INT), WHOLE] | None = None
+    success: StrictBool = True
+    file_path: Annotated[str, Field(max_length=1000)] = ""
+
+
+class FindingCheckIn(InputSchema):
+    tool: Annotated[str, Field(min_length=1, max_length=200)]
+    # The call's text, or the tool's own arguments (an edit's or a write's can be large).
+    query: str | dict[str, Any] = ""
+
+    @field_validator("query")
+    @classmethod
+    def _bounded(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        size = len(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        if size > MAX_CHECK_ARGUMENTS_CHARS:
+            raise ValueError(f"query has {size} characters; at most {MAX_CHECK_ARGUMENTS_CHARS}")
+        return value
+
+
+class ProvenanceOut(Output):
+    turn: int | None
+    message_seq: int | None
+    tool_call_id: str | None
+
+
+class FindingOut(Output):
+    id: int
+    tool: str
+    kind: str
+    query: str
+    fact: str
+    step: int | None
+    success: bool
+    file_path: str
+    source: str
+    group: str
+    stale: bool
+    details: dict[str, Any] | None
+    provenance: ProvenanceOut
+    updated_at: datetime
+
+
+class FindingPage(Output):
+    items: list[FindingOut]
+    next_cursor: str | None
+
+
+class FindingRecorded(Output):
+    created: bool
+    finding: FindingOut
+
+
+class FindingCheckOut(Output):
+    known: bool
+    stale: bool
+    finding: FindingOut | None
+
+
+# --- long-term memories -------------------------------------------------------------------
+
+MemoryType = Literal["fact", "decision", "preference", "convention", "lesson"]
+
+
+class MemoryIn(InputSchema):
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
+    memory_type: MemoryType = "fact"
+    confidence: Confidence = 0.8
+    session: SessionKey | None = None
+
+
+class MemoryPatch(InputSchema):
+    """Fields may be omitted, never null."""
+
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)] = None
+    memory_type: MemoryType = None
+    confidence: Confidence = None
+
+
+class MemoryOut(Output):
+    id: int
+    memory_type: str
+    content: str
+    confidence: float
+    status: str
+    source: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemoryDetail(MemoryOut):
+    superseded_by: int | None
+
+
+class MemoryRevised(MemoryOut):
+    supersedes: int | None
+
+
+class MemoryPage(Output):
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class MemoryRecorded(Output):
+    created: bool
+    memory: MemoryOut
+
+
+class MemoryEventOut(Output):
+    action: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    actor: str
+    created_at: datetime
+
+
+class MemoryHistoryOut(Output):
+    items: list[MemoryEventOut]
+
+
+class ContextOut(Output):
+    conversation: list[HistoryMessageOut]
+    working_context: dict[str, Any]
+    working_context_items: list[WorkingItemOut]
+    long_term_memories: list[MemoryOut]
+    findings: list[FindingOut]
+    summary: SummaryOut | None
+    token_counts: TokenCountsOut
+    budget: BudgetOut
+    cut: CutOut
+    prompt: str
+
+
+# --- memory tools -------------------------------------------------------------------------
+
+
+class RememberArgs(InputSchema):
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
+    memory_type: MemoryType = "fact"
+    confidence: Confidence = 0.8
+
+
+class RecallArgs(InputSchema):
+    query: Annotated[str, Field(min_length=1, max_length=1000)]
+    memory_type: MemoryType = None
+    limit: Annotated[int, Field(strict=True, ge=1, le=20), WHOLE] = 5
+
+
+class ForgetArgs(InputSchema):
+    memory_id: Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE]
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class MemoryToolCallIn(InputSchema):
+    name: Literal["remember", "recall", "forget"]
+    arguments: dict[str, Any] = {}
+    session: SessionKey | None = None
+
+
+class ToolResultOut(Output):
+    ok: bool
+    result: str
+    memory: MemoryOut | None = None
+    memories: list[MemoryOut] | None = None
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+class HighlightOut(Output):
+    text: str
+    match: bool
+
+
+class SearchHitOut(Output):
+    kind: Literal["message", "finding", "memory"]
+    id: int
+    rank: float
+    session: str | None
+    seq: int | None
+    role: str | None
+    tool: str | None
+    memory_type: str | None
+    status: str | None
+    snippet: str
+    highlights: list[HighlightOut]
+
+
+class SearchPage(Output):
+    items: list[SearchHitOut]
+    next_cursor: str | None
+
+
+# --- session state: subtasks --------------------------------------------------------------
+
+SubtaskStatus = Literal["pending", "in_progress", "done", "blocked"]
+
+
+class SubtaskIn(InputSchema):
+    title: Annotated[str, Field(min_length=1, max_length=500)]
+    status: SubtaskStatus = "pending"
+    dependencies: Annotated[
+        list[Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE]], Field(max_length=50)
+    ] = []
+
+
+class SubtaskPatch(InputSchema):
+    """Fields may be omitted, never null."""
+
+    title: Annotated[str, Field(min_length=1, max_length=500)] = None
+    status: SubtaskStatus = None
+
+
+class SubtaskOut(Output):
+    id: int
+    title: str
+    status: str
+    position: int
+    dependencies: list[int]
+
+
+class SubtaskList(Output):
+    goal: str
+    items: list[SubtaskOut]

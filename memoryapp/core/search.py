@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -390,11 +391,14 @@ def recall_memories(
     status: str = "active",
     session_key: str | None = None,
     offset: int = 0,
+    after: tuple[float, datetime, int] | None = None,
     limit: int = 20,
 ) -> tuple[list, bool]:
     """An agent's memories, filtered: ranked by relevance with a query, else by confidence
-    then recency. Answers (a page of memories, whether more follow). Used by the API's
-    recall and the dashboard's memories page."""
+    then recency. Answers (a page of memories, whether more follow). Pages start at
+    `offset`, or without a query just after `after`, the (confidence, updated_at, id) of
+    the last memory of the page before (a keyset: writes never shift pages). Used by the
+    API's recall and the dashboard's memories page."""
     from memoryapp.core.models import Memory
 
     if query.strip():
@@ -421,6 +425,13 @@ def recall_memories(
             memories = memories.filter(confidence__gte=min_confidence)
         if session_key:
             memories = memories.filter(session__key=session_key)
+        if after is not None:
+            confidence, updated_at, last_id = after
+            memories = memories.filter(
+                Q(confidence__lt=confidence)
+                | Q(confidence=confidence, updated_at__lt=updated_at)
+                | Q(confidence=confidence, updated_at=updated_at, id__lt=last_id)
+            )
         found = list(
             memories.order_by("-confidence", "-updated_at", "-id")[offset : offset + limit + 1]
         )
