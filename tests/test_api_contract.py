@@ -239,6 +239,37 @@ def test_an_unreachable_database_is_a_json_503_with_retry_after(api, monkeypatch
     assert "unreachable" in response.json()["detail"]
 
 
+def test_a_stored_turn_is_answered_201_even_when_the_database_fails_right_after(
+    api, monkeypatch, in_process_tasks, django_capture_on_commit_callbacks
+):
+    """Defect 8: the embedded setup committed turns and then answered 500 (the in-process
+    extraction failed on the database that had just gone, and so did marking the job
+    pending). Now the agent hears 201 (a retry would store the turn twice) and the job
+    stays queued for the sweep."""
+    from memoryapp.core import workers
+    from memoryapp.core.models import ExtractionJob, Turn
+    from memoryapp.core.tasks import extract_turn
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(extract_turn, "apply_async", database_gone)
+    monkeypatch.setattr(
+        workers.ExtractionJob.objects, "filter", lambda *a, **k: _Failing(database_gone)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(f"{BASE}/sessions/s/turns", turn_body())
+    monkeypatch.undo()
+    assert response.status_code == 201, response.content
+    assert Turn.objects.filter(session__key="s").count() == 1
+    assert ExtractionJob.objects.get().status == ExtractionJob.Status.QUEUED
+
+
+class _Failing:
+    def __init__(self, failure):
+        self.update = failure
+
+
 # --- 11: a chunked body without Content-Length ---------------------------------------------
 
 

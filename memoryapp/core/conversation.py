@@ -196,7 +196,10 @@ def append_turn(
             queued_at=now,
         )
         # After commit, never inside the transaction; a failed dispatch is left to the sweep.
-        transaction.on_commit(lambda: dispatch_extraction(job.pk))
+        # Robust: the turn is stored by then, so nothing the dispatch raises (the database
+        # gone between commit and dispatch) may turn the agent's answer into an error that
+        # says nothing was stored (a retry without an Idempotency-Key would store it twice).
+        transaction.on_commit(lambda: dispatch_extraction(job.pk), robust=True)
         session.message_count += len(turn.messages)
         session.token_count += sum(counts)
         session.input_tokens += input_tokens

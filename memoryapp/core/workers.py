@@ -74,9 +74,13 @@ def dispatch_extraction(job_id: int) -> bool:
             logger.warning("extraction job %s not dispatched: %s", job_id, exc)
             with _broker_lock:
                 _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
-    ExtractionJob.objects.filter(pk=job_id, status=ExtractionJob.Status.QUEUED).update(
-        status=ExtractionJob.Status.PENDING
-    )
+    try:
+        ExtractionJob.objects.filter(pk=job_id, status=ExtractionJob.Status.QUEUED).update(
+            status=ExtractionJob.Status.PENDING
+        )
+    except DatabaseError as exc:
+        # The database went too: the job stays `queued`, which the sweep redoes a minute on.
+        logger.warning("extraction job %s left queued for the sweep: %s", job_id, exc)
     return False
 
 
