@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
 from memoryapp.api.auth import client_address
@@ -55,6 +55,15 @@ class ApiBodyLimitMiddleware:
                 request.body  # noqa: B018 (reads and caches, raising when too big)
             except RequestDataTooBig:
                 return _too_large(limit)
+            except UnreadablePostError:
+                # Shorter than its Content-Length, and the rest never came (gunicorn.conf.py
+                # bounds each read): the connection is closed after this answer.
+                response = JsonResponse(
+                    {"detail": "the request body did not arrive (shorter than Content-Length)"},
+                    status=408,
+                )
+                response["Connection"] = "close"
+                return response
             return _as_json(request, self.get_response(request))
         return self.get_response(request)
 
