@@ -110,6 +110,61 @@ def test_a_bad_cursor_is_a_422_never_a_500(api, cursor):
     assert api.get(f"{BASE}/sessions", {"cursor": encoded}).status_code == 422
 
 
+def _pages(api, path, params, limit=2):
+    """Every item of a listing, page by page, following next_cursor."""
+    items, cursor = [], None
+    while True:
+        page = api.get(
+            f"{BASE}{path}", {**params, "limit": limit, **({"cursor": cursor} if cursor else {})}
+        )
+        assert page.status_code == 200, page.content
+        body = page.json()
+        items += body["items"]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return items
+
+
+def test_every_listing_pages_with_one_opaque_cursor_scheme_and_writes_shift_nothing(api):
+    """One scheme: sessions, turns, findings, memories (with and without a query) and
+    search page the same way; a keyset listing loses and repeats nothing when rows are
+    written between pages, even among equal sort keys."""
+    for i in range(5):
+        api.post(f"{BASE}/sessions/s{i}/turns", turn_body(f"lexer step {i}"))
+        api.post(f"{BASE}/sessions/s0/turns", turn_body(f"more lexer work {i}"))
+        api.post(
+            f"{BASE}/sessions/s0/findings",
+            {"tool": "Read", "query": f"f{i}.py", "fact": f"f{i}.py: {i} lines"},
+        )
+        # Equal confidence: the keyset must tell them apart by time and id.
+        api.post(f"{BASE}/memories", {"content": f"lexer fact {i}", "confidence": 0.5})
+    listings = {
+        "/sessions": {},
+        "/sessions/s0/turns": {},
+        "/sessions/s0/findings": {},
+        "/memories": {},
+        "/memories?query": {"query": "lexer"},
+        "/search": {"q": "lexer"},
+    }
+    for path, params in listings.items():
+        items = _pages(api, path.split("?")[0], params)
+        ids = [json.dumps(i, sort_keys=True) for i in items]
+        assert len(ids) == len(set(ids)) and len(items) >= 5, path
+
+    # Rows written between two pages of a keyset listing: the next page goes on from
+    # where the first stopped.
+    first = api.get(f"{BASE}/memories", {"limit": 2}).json()
+    api.post(f"{BASE}/memories", {"content": "a newer fact, equally confident", "confidence": 0.5})
+    rest = api.get(f"{BASE}/memories", {"limit": 50, "cursor": first["next_cursor"]}).json()
+    seen = [m["content"] for m in first["items"] + rest["items"]]
+    assert sorted(seen) == sorted(f"lexer fact {i}" for i in range(5))
+
+    # A cursor belongs to its listing.
+    cursor = api.get(f"{BASE}/sessions", {"limit": 1}).json()["next_cursor"]
+    refused = api.get(f"{BASE}/sessions/s0/findings", {"cursor": cursor})
+    assert refused.status_code == 422 and "another listing" in refused.json()["detail"]
+
+
 @pytest.mark.parametrize("offset", ["99999999999999999999", "-5", "x", "1e3", "³"])
 def test_dashboard_offsets_beyond_reason_are_a_404_not_a_500(agent, offset):
     viewer = logged_in_member("viewer", agent, "vera")

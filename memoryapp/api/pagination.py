@@ -44,10 +44,12 @@ def decode(cursor: str | None, listing: str, *kinds: _Kind) -> tuple | None:
             raise ValueError("too long or not ASCII")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw)
-        if not (isinstance(data, list) and len(data) == 1 + len(kinds)):
+        if not (isinstance(data, list) and data):
             raise ValueError("wrong shape")
         if data[0] != listing:
             raise HttpError(422, f"cursor belongs to another listing, not {listing}")
+        if len(data) != 1 + len(kinds):
+            raise ValueError("wrong shape")
         return tuple(_typed(value, kind) for value, kind in zip(data[1:], kinds, strict=True))
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, RecursionError):
         raise HttpError(422, "cursor is not valid: pass back a next_cursor unchanged") from None
