@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import UTC, datetime
 from urllib.parse import unquote
 
 import pytest
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from memoryapp.api.schemas import check_name
+from memoryapp.api.schemas import EARLIEST_TIMESTAMP, check_name
 from memoryapp.lib import tokens
 from memoryapp.wsgi import application
 from tests.conftest import turn
@@ -78,13 +79,24 @@ HYPOTHESIS = settings(
 )
 
 
+def _plausible(timestamp: str) -> bool:
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return EARLIEST_TIMESTAMP <= moment.astimezone(UTC) <= datetime.now(UTC)
+    except (ValueError, OverflowError):
+        return False
+
+
 def _valid_only_if_issued(case) -> bool:
     """Whether the case holds a value the schema can only describe in words: a cursor
     (valid only as issued by the server), a key or item name outside the documented
     rule (no control, format or separator characters, not `.`/`..`), text no database
     stores, subtask ids that are not this session's, an encoding this server cannot
-    load. A 422 for those is the contract, so the check that schema-valid input is
-    accepted skips them (every other check still runs)."""
+    load, a timestamp before 1970 or in the future. A 422 for those is the contract, so
+    the check that schema-valid input is accepted skips them (every other check still
+    runs)."""
     if (case.query or {}).get("cursor"):
         return True
     if _UNSTORABLE.search(json.dumps([case.body, case.query], ensure_ascii=False, default=str)):
@@ -92,6 +104,8 @@ def _valid_only_if_issued(case) -> bool:
     body = case.body if isinstance(case.body, dict) else {}
     if case.path == "/api/v1/tools/call":
         return True  # `arguments` follow the tool's own schema, published by GET /tools
+    if isinstance(body.get("timestamp"), str) and not _plausible(body["timestamp"]):
+        return True  # a model call's time: 1970 to a day from now
     if body.get("dependencies"):
         return True  # ids of this session's subtasks: others are a 422
     if "encoding" in body and body["encoding"] not in tokens.loadable_encodings():
