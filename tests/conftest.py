@@ -71,7 +71,11 @@ def fresh_rate_limits():
             client.delete(key)
     else:
         cache.clear()
+    from memoryapp.core import ratelimit
+
+    ratelimit.reset_cache_backoff()
     yield
+    ratelimit.reset_cache_backoff()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from django.test import Client
 
 from memoryapp.core import ratelimit
 from memoryapp.core.models import ApiKey
-from tests.conftest import ApiClient, logged_in_member
+from tests.conftest import ApiClient, logged_in_member, turn
 
 pytestmark = pytest.mark.django_db
 BASE = "/api/v1"
@@ -83,3 +83,22 @@ def test_limits_are_settings_that_refuse_nonsense():
             env_limit("X_LIMIT_TEST", "1/1")
     finally:
         del os.environ["X_LIMIT_TEST"]
+
+
+def test_limits_fail_open_when_the_cache_is_down(api, agent, settings, monkeypatch):
+    """Redis down took the whole API down (every request failed in the rate limiter, an
+    HTML 500): now the limits are skipped, logged, and the request is answered."""
+    from django.core.cache import cache
+
+    def down(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "1/60"
+    for name in ("get", "add", "incr", "get_many", "delete"):
+        monkeypatch.setattr(cache, name, down)
+    for _ in range(3):  # over the limit of 1, but nothing can count
+        response = api.post("/api/v1/sessions/s/turns", turn(("user", "hi")))
+        assert response.status_code == 201, response.content
+    assert Client().get("/api/v1/sessions").status_code == 401  # wrong keys: still JSON 401
+    staff = logged_in_member("staff", agent, "stella")
+    assert staff.get("/agents/coder/settings/").status_code == 200  # the 429 tally: none

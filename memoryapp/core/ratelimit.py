@@ -5,14 +5,60 @@ A window is `seconds` long; the first hit in a window creates its counter (expir
 the window), later hits increment it. Over the limit, `hit` answers how many seconds until
 the window ends (the `Retry-After`). The cache is Redis in production (shared by every
 process) and process memory in the embedded setup (one process).
+
+Limits fail open: when the cache cannot be reached (Redis down), requests are counted
+against nothing and answered as usual, instead of every request failing with it; after a
+failure the cache is not tried again for a few seconds, so an outage costs one failed
+connection per process, not one per request.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+
+CACHE_BACKOFF_SECONDS = 5
+_cache_down_until = 0.0
+_cache_lock = threading.Lock()
+
+
+def _fail_open(default: Any) -> Callable:
+    """The wrapped function's answer, or `default` when the cache fails or failed just
+    now (no limit applies, nothing is counted)."""
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            global _cache_down_until
+            if time.monotonic() < _cache_down_until:
+                return default() if callable(default) else default
+            try:
+                return function(*args, **kwargs)
+            except Exception as exc:  # the cache's client raises its own connection errors
+                logger.warning(
+                    "rate limits off for %ss, the cache failed: %s", CACHE_BACKOFF_SECONDS, exc
+                )
+                with _cache_lock:
+                    _cache_down_until = time.monotonic() + CACHE_BACKOFF_SECONDS
+                return default() if callable(default) else default
+
+        return guarded
+
+    return decorate
+
+
+def reset_cache_backoff() -> None:
+    global _cache_down_until
+    _cache_down_until = 0.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +80,7 @@ def _window(limit: Limit, now: float) -> tuple[int, int]:
     return start, start + limit.seconds - int(now)
 
 
+@_fail_open(None)
 def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Count one request of `who` in `scope`: None when within the limit, else the
     seconds until the window ends."""
@@ -56,6 +103,7 @@ def _count(key: str, *, timeout: int) -> int:
         return 1
 
 
+@_fail_open(None)
 def blocked(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Like `hit` without counting: is `who` over the limit in this window?"""
     if limit.count <= 0:
@@ -66,12 +114,14 @@ def blocked(scope: str, who: str, limit: Limit, *, now: float | None = None) -> 
     return None if count < limit.count else max(1, left)
 
 
+@_fail_open(None)
 def reset(scope: str, who: str, limit: Limit, *, now: float | None = None) -> None:
     now = time.time() if now is None else now
     start, _ = _window(limit, now)
     cache.delete(f"rl:{scope}:{who}:{start}")
 
 
+@_fail_open(None)
 def note_refusal(key_id: int, *, now: float | None = None) -> None:
     """Count a 429 answered to an API key, per hour, for the dashboard."""
     hour = int((time.time() if now is None else now) // 3600)
@@ -82,8 +132,11 @@ def recent_refusals(key_ids: list[int], *, now: float | None = None) -> dict[int
     """429s answered to each key in this hour and the one before."""
     hour = int((time.time() if now is None else now) // 3600)
     names = {f"rl:refused:{k}:{h}": k for k in key_ids for h in (hour, hour - 1)}
-    found = cache.get_many(list(names))
+    found = _get_many(list(names))
     counts: dict[int, int] = {k: 0 for k in key_ids}
     for name, value in found.items():
         counts[names[name]] += int(value)
     return counts
+
+
+_get_many = _fail_open(dict)(lambda names: cache.get_many(names))
