@@ -367,3 +367,21 @@ def test_a_chunked_body_within_the_limit_is_read(api_key, settings):
     response = _chunked(api_key, json.dumps(turn_body("chunked hello")).encode())
     assert response.status_code == 201, response.content
     assert Message.objects.get().content == "chunked hello"
+
+
+def test_a_dashboard_page_is_a_503_when_the_database_is_unreachable(agent, monkeypatch):
+    """bench/faults.py saw the live poll answer HTML 500s while PostgreSQL was down (the
+    login check reads the session from the database): now a 503 that says so."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    viewer = logged_in_member("viewer", agent, "vera")
+
+    def down(self, *args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(SessionStore, "load", down)
+    page = viewer.get("/agents/coder/")
+    assert page.status_code == 503 and int(page["Retry-After"]) > 0
+    assert "database is unreachable" in page.content.decode()
+    poll = viewer.get("/agents/coder/", headers={"HX-Request": "true"})
+    assert poll.status_code == 503 and poll["Content-Type"].startswith("text/plain")
