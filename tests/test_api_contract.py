@@ -385,3 +385,23 @@ def test_a_dashboard_page_is_a_503_when_the_database_is_unreachable(agent, monke
     assert "database is unreachable" in page.content.decode()
     poll = viewer.get("/agents/coder/", headers={"HX-Request": "true"})
     assert poll.status_code == 503 and poll["Content-Type"].startswith("text/plain")
+
+
+@pytest.mark.postgres
+def test_appends_lock_the_session_row_not_the_agents(api):
+    """bench/faults.py saw deadlocks under load: `select_for_update()` joined to the agent
+    locked the agent's one row on every append (FOR UPDATE without OF), against commit-time
+    foreign-key checks on the same row. Only the session is locked now."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...): SQLite has no row locks")
+    with CaptureQueriesContext(connection) as queries:
+        assert api.post(f"{BASE}/sessions/s/turns", turn_body()).status_code == 201
+        assert api.put(f"{BASE}/sessions/s/context-items/k", {"value": 1}).status_code == 200
+    joined = [q["sql"] for q in queries if "FOR UPDATE" in q["sql"] and "JOIN" in q["sql"]]
+    assert joined  # the session locked with its agent joined, as lock_session reads it
+    for sql in joined:
+        locked = sql.split("FOR UPDATE")[1]
+        assert locked.startswith(" OF") and "core_agent" not in locked, sql

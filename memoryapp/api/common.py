@@ -7,7 +7,7 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 
 from memoryapp.api.schemas import ErrorOut, check_name, check_session_key
-from memoryapp.core.models import Agent, Memory, Session
+from memoryapp.core.models import SELF, Agent, Memory, Session
 
 # Every authenticated operation can answer these: no or a wrong key (401), a parameter or
 # body that breaks the contract (422), over a rate limit (429), the database unreachable
@@ -61,7 +61,7 @@ def live_session(
     that are not its own. `lock`: locked for the caller's transaction."""
     sessions = Session.objects.for_agent(agent_of(request)).active().select_related("agent")
     if lock:
-        sessions = sessions.select_for_update()
+        sessions = sessions.select_for_update(of=SELF)
     session = sessions.filter(key=session_key(key)).first()
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")

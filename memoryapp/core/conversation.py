@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memoryapp.core.models import (
+    SELF,
     Agent,
     ExtractionJob,
     IdempotencyRecord,
@@ -72,9 +73,8 @@ def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Sess
     expired one is removed and started afresh (TTL expiry, done lazily here). Must run
     inside `transaction.atomic()`.
     """
-    session = (
-        Session.objects.select_for_update().select_related("agent").filter(agent=agent, key=key)
-    ).first()
+    locked = Session.objects.select_for_update(of=SELF).select_related("agent")
+    session = locked.filter(agent=agent, key=key).first()
     if session is not None and session.is_expired(now):
         if not create:
             return None
@@ -93,7 +93,8 @@ def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Sess
         return fresh
     except IntegrityError:
         # Another request created it between our read and our insert; lock theirs.
-        return Session.objects.select_for_update().select_related("agent").get(agent=agent, key=key)
+        locked = Session.objects.select_for_update(of=SELF).select_related("agent")
+        return locked.get(agent=agent, key=key)
 
 
 def append_turn(

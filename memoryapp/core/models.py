@@ -23,6 +23,11 @@ from memoryapp.lib.tokens import DEFAULT_ENCODING
 
 CONFIDENCE_RANGE = Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
 
+# `select_for_update(of=SELF)`: lock the rows asked for, not the rows select_related joins
+# (a plain FOR UPDATE over a join to the agent locked the agent's one row on every append
+# and extraction, serialising an agent's writes and deadlocking against foreign-key checks).
+SELF = ("self",)
+
 
 def _changes(before: dict, now: dict, fields: tuple[str, ...]) -> str:
     """The fields whose value `before` differs from `now`, as "field: value, …"."""

@@ -31,6 +31,7 @@ from django.utils import timezone
 from kombu.exceptions import ChannelError
 
 from memoryapp.core.models import (
+    SELF,
     ContextItem,
     ExtractionJob,
     Finding,
@@ -188,7 +189,7 @@ def run_extraction(job_id: int) -> str:
     try:
         with transaction.atomic():
             job = (
-                ExtractionJob.objects.select_for_update()
+                ExtractionJob.objects.select_for_update(of=SELF)
                 .select_related("turn")
                 .filter(pk=job_id)
                 .first()
@@ -200,7 +201,9 @@ def run_extraction(job_id: int) -> str:
             turn = job.turn
             # The session's evidence tally is read and written under its row lock.
             session = (
-                Session.objects.select_for_update().select_related("agent").get(pk=turn.session_id)
+                Session.objects.select_for_update(of=SELF)
+                .select_related("agent")
+                .get(pk=turn.session_id)
             )
             turn.session = session
             job.attempts += 1
