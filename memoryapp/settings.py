@@ -117,7 +117,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # visibility_timeout: a message a killed worker held (acks late) goes back to the queue
-# after 5 minutes; the sweep redoes such a job sooner (workers.SWEEP_QUEUED_AFTER).
+# after 5 minutes; the sweep redoes such a job within a minute (workers.SWEEP_QUEUED_AFTER).
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
     "socket_timeout": 5,
@@ -136,7 +136,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "sweep-extractions": {
         "task": "memoryapp.core.tasks.sweep_extractions",
-        "schedule": 60,
+        "schedule": 20,
     },
 }
 

@@ -47,9 +47,10 @@ logger = logging.getLogger(__name__)
 ACTOR = "system:extractor"
 BROKER_BACKOFF_SECONDS = 10
 SWEEP_PENDING_AFTER = timedelta(seconds=30)
-# A job queued this long while the broker's queue is empty was lost (Redis restarted
-# without its data, a worker killed holding it): the sweep, every minute, redoes it.
-SWEEP_QUEUED_AFTER = timedelta(seconds=60)
+# A job queued this long that the broker's queue cannot be holding was lost (Redis
+# restarted without its data, a worker killed holding it): the sweep (every 20 s from
+# beat) redoes it, so a lost job is redone within a minute.
+SWEEP_QUEUED_AFTER = timedelta(seconds=30)
 # The embedded setup has no beat: ingest sweeps, at most this often per process.
 EMBEDDED_SWEEP_EVERY_SECONDS = 60
 SWEEP_BATCH = 500
@@ -361,10 +362,16 @@ def sweep_extractions(now=None) -> int:
         .order_by("queued_at")
         .values_list("id", flat=True)[:SWEEP_BATCH]
     )
-    if queued_long and (settings.CELERY_TASK_ALWAYS_EAGER or _broker_backlog() == 0):
-        # Queued a minute ago and the queue is empty: not waiting its turn, lost. (With a
-        # backlog it may still be waiting: redoing it would only queue it twice.)
-        stale += queued_long
+    if queued_long:
+        # The queue holds at most `backlog` of the jobs marked queued, the newest ones (it
+        # is first in, first out): the oldest beyond that are not waiting their turn, they
+        # were lost (Redis restarted without its data, a worker killed holding them). Redo
+        # those; a job a worker is running right now may be sent twice, which is harmless
+        # (a job that is done is never run again).
+        backlog = 0 if settings.CELERY_TASK_ALWAYS_EAGER else _broker_backlog()
+        if backlog is not None:
+            queued = ExtractionJob.objects.filter(status=ExtractionJob.Status.QUEUED).count()
+            stale += queued_long[: max(0, queued - backlog)]
     dispatched = 0
     for job_id in stale:
         ExtractionJob.objects.filter(pk=job_id).exclude(status=ExtractionJob.Status.DONE).update(
