@@ -80,14 +80,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def start_gunicorn(env: dict, workers: int, threads: int) -> tuple[subprocess.Popen, str]:
-    """A real server on a free port, answering its health check; (process, base URL)."""
+def start_gunicorn(
+    env: dict, workers: int, threads: int, log: Path | None = None
+) -> tuple[subprocess.Popen, str]:
+    """A real server on a free port, answering its health check; (process, base URL).
+    With `log`, its output (the app's warnings and tracebacks) goes to that file."""
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "memoryapp.wsgi", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
+    out = open(log, "ab") if log else None
+    try:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "memoryapp.wsgi", "--config", "gunicorn.conf.py",
+             "--bind", f"127.0.0.1:{port}",
+             "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
+            cwd=ROOT, env=env, stdout=out, stderr=out,
+        )  # fmt: skip
+    finally:
+        if out:
+            out.close()  # the server has its own copy
     base_url = f"http://127.0.0.1:{port}"
     for _ in range(150):
         try:
