@@ -26,6 +26,7 @@ from django.utils import timezone
 from memoryapp.core import search
 from memoryapp.core.conversation import restore_history
 from memoryapp.core.models import ContextItem, Finding, Memory, Session, Subtask, ToolCall
+from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
@@ -146,7 +147,7 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     return sorted(found, key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id))
 
 
-def memory_dict(memory: Memory) -> dict:
+def memory_dict(memory: Memory) -> MemoryShape:
     return {
         "id": memory.id,
         "memory_type": memory.memory_type,
@@ -159,7 +160,7 @@ def memory_dict(memory: Memory) -> dict:
     }
 
 
-def finding_dict(finding: Finding, stale: bool | None = None) -> dict:
+def finding_dict(finding: Finding, stale: bool | None = None) -> FindingShape:
     """A finding's JSON shape, with its provenance: the turn, message and tool call it
     last came from (select_related("turn", "message", "tool_call") for lists)."""
     return {
@@ -203,7 +204,7 @@ def assemble_context(
     token_budget: int | None = None,
     query_hint: str = "",
     record_access: bool = True,
-) -> dict:
+) -> Context:
     """`record_access=False` for people looking (the dashboard): reading then does not
     count as the agent accessing its memories. The summary of pruned history is computed
     either way, so a person sees exactly what the agent would get."""

@@ -27,6 +27,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
+from memoryapp.core.shapes import History, HistoryMessage, SessionSummary, TurnStored
 from memoryapp.core.workers import dispatch_extraction
 from memoryapp.lib import tokens
 from memoryapp.lib.pruning import MessageCost, choose_run
@@ -104,7 +105,7 @@ def append_turn(
     *,
     idempotency_key: str | None = None,
     request_hash: str = "",
-) -> tuple[dict, bool]:
+) -> tuple[TurnStored, bool]:
     """Store one turn; answer `(response, replayed)`. Token counting happens before the
     transaction so the session lock is held only for the writes."""
     encoding = tokens.get_encoding(agent.encoding)
@@ -208,7 +209,7 @@ def append_turn(
         session.turn_count = iteration
         session.slide_expiry(now)
         session.save(update_fields=Session.CONVERSATION_FIELDS)
-        response = {
+        response: TurnStored = {
             "iteration": iteration,
             "first_seq": first_seq,
             "last_seq": turn_row.last_seq,
@@ -225,7 +226,7 @@ def append_turn(
     return response, False
 
 
-def session_summary(session: Session) -> dict:
+def session_summary(session: Session) -> SessionSummary:
     return {
         "key": session.key,
         "goal": session.goal,
@@ -266,7 +267,7 @@ def _newest_first(session: Session, limit: int):
         remaining -= len(page)
 
 
-def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> dict:
+def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning)."""
     system = list(
         Message.objects.filter(
@@ -304,8 +305,8 @@ def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> 
     }
 
 
-def message_dict(message: Message) -> dict:
-    data: dict[str, Any] = {
+def message_dict(message: Message) -> HistoryMessage:
+    data: HistoryMessage = {
         "seq": message.seq,
         "role": message.role,
         "content": message.content,

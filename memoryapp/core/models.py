@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from memoryapp.core.shapes import Totals
 from memoryapp.lib import diff, extraction
 from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
@@ -217,7 +218,7 @@ class Session(models.Model):
         self.last_activity_at = now
         self.expires_at = now + timedelta(seconds=self.effective_ttl())
 
-    def totals(self) -> dict:
+    def totals(self) -> Totals:
         return {
             "messages": self.message_count,
             "tokens": self.token_count,

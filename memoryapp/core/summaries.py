@@ -18,6 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from memoryapp.core.models import Message, Session, ToolCall
+from memoryapp.core.shapes import Summary
 from memoryapp.lib import summarize
 from memoryapp.lib.extraction import ToolCallData, extract
 from memoryapp.lib.extraction.text import one_line
@@ -163,7 +164,7 @@ def _rewound(session: Session, pruned_through: int) -> tuple[dict | None, list[d
     return base, kept, base["through_seq"] if base else 0
 
 
-def summarize_pruned(session: Session, pruned_through: int) -> dict | None:
+def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
     forward over what was pruned since the last time. None when nothing was pruned.
     At most `MAX_MESSAGES_PER_CALL` messages are read in one call, oldest first; the span
