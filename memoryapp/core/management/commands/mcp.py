@@ -1,0 +1,33 @@
+"""`python manage.py mcp --agent NAME [--session KEY]`: memoryapp's MCP server over stdio,
+in process, with an API key that exists only while it runs (agents/mcp_server.py)."""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+from django.core.management.base import BaseCommand, CommandError
+from django.core.wsgi import get_wsgi_application
+
+from agents.client import MemoryClient
+from agents.mcp_server import build_server
+from memoryapp.core.models import Agent, ApiKey
+
+
+class Command(BaseCommand):
+    help = "Serve the agent's memory to an MCP client (Claude Code, ...) over stdio."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--agent", required=True, help="the agent whose memory to serve")
+        parser.add_argument("--session", help="the session key tools use when given none")
+
+    def handle(self, *args, agent: str, session: str | None, **options):
+        owner = Agent.objects.filter(name=agent).first()
+        if owner is None:
+            raise CommandError(f"no agent named {agent!r} (python manage.py create_agent)")
+        key_row, raw_key = ApiKey.issue(owner, name="mcp")
+        transport = httpx.WSGITransport(app=get_wsgi_application())
+        try:
+            with MemoryClient("http://localhost", raw_key, transport=transport) as client:
+                anyio.run(build_server(client, session).run_stdio_async)
+        finally:
+            key_row.delete()

@@ -1,0 +1,140 @@
+"""The MCP server (agents/mcp_server.py) driven by the official `mcp` SDK's own client:
+in process against the API, and over stdio through `python manage.py mcp`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from django.core.wsgi import get_wsgi_application
+
+from agents.client import MemoryClient
+from agents.mcp_server import build_server
+from memoryapp.core.models import ContextItem, Finding, Memory
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the tools run in worker threads
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _text(result) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "text", None))
+
+
+def _tools(api_key: str, session: str | None = "run-1"):
+    client = MemoryClient(
+        "http://localhost", api_key, transport=httpx.WSGITransport(app=get_wsgi_application())
+    )
+    return client, build_server(client, session)
+
+
+def test_every_tool_through_the_sdks_client(api, api_key):
+    from mcp import Client
+
+    api.post(
+        "/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "Fix the lexer"}]}
+    )
+    memory, server = _tools(api_key)
+
+    async def scenario():
+        async with Client(server) as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert names == {
+                "remember", "recall", "forget", "check_finding", "record_finding",
+                "get_context", "set_context_item",
+            }  # fmt: skip
+            said = _text(await mcp.call_tool("remember", {"content": "The lexer splits on dots"}))
+            assert said.startswith("Remembered")
+            found = _text(await mcp.call_tool("recall", {"query": "lexer dots"}))
+            assert "The lexer splits on dots" in found
+            assert "Not known yet" in _text(
+                await mcp.call_tool("check_finding", {"tool": "Read", "query": "lexer.py"})
+            )
+            recorded = await mcp.call_tool(
+                "record_finding",
+                {
+                    "tool": "Read",
+                    "query": "lexer.py",
+                    "fact": "lexer.py: 120 lines",
+                    "file_path": "lexer.py",
+                },
+            )
+            assert _text(recorded).startswith("Recorded finding")
+            known = _text(
+                await mcp.call_tool("check_finding", {"tool": "Read", "query": "lexer.py"})
+            )
+            assert known.startswith("Known: lexer.py: 120 lines")
+            set_item = await mcp.call_tool(
+                "set_context_item", {"name": "branch", "value": "fix-lexer"}
+            )
+            assert _text(set_item) == 'branch = "fix-lexer"'
+            prompt = _text(await mcp.call_tool("get_context", {"query_hint": "lexer"}))
+            assert "fix-lexer" in prompt and "lexer.py: 120 lines" in prompt
+            memory_id = await anyio.to_thread.run_sync(lambda: Memory.objects.get().id)
+            assert "Forgot memory" in _text(await mcp.call_tool("forget", {"memory_id": memory_id}))
+            # A refusal is a tool error the model can read, not a crash.
+            refused = await mcp.call_tool("get_context", {"session": "no-such-session"})
+            assert refused.is_error and "404" in _text(refused)
+
+    try:
+        anyio.run(scenario)
+    finally:
+        memory.close()
+    assert Memory.objects.get().status == "archived"
+    assert Finding.objects.get().fact == "lexer.py: 120 lines"
+    assert ContextItem.objects.get(key="branch").value == "fix-lexer"
+
+
+def test_without_a_session_the_session_tools_say_how_to_give_one(api_key):
+    from mcp import Client
+
+    memory, server = _tools(api_key, session=None)
+
+    async def scenario():
+        async with Client(server) as mcp:
+            result = await mcp.call_tool("get_context", {})
+            assert result.is_error and "--session" in _text(result)
+
+    try:
+        anyio.run(scenario)
+    finally:
+        memory.close()
+
+
+def test_manage_py_mcp_serves_over_stdio(tmp_path):
+    """The management command a Claude Code configuration starts, on its own database."""
+    from mcp import Client, StdioServerParameters
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'memory.sqlite3'}",
+        "DEBUG": "true",
+        "MEMORYAPP_VAR_DIR": str(tmp_path),
+    }
+    env.pop("REDIS_URL", None)
+    for command in (["migrate", "-v", "0"], ["create_agent", "coder"]):
+        subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--agent", "coder", "--session", "s"],
+        cwd=str(ROOT),
+        env=env,
+    )
+
+    async def scenario():
+        async with Client(params) as mcp:
+            said = _text(await mcp.call_tool("remember", {"content": "Tests run with ./bin/test"}))
+            assert said.startswith("Remembered")
+            assert "./bin/test" in _text(await mcp.call_tool("recall", {"query": "tests run"}))
+
+    anyio.run(scenario)
