@@ -1,8 +1,12 @@
-"""Checks an API request's body before any view sees it.
+"""What every API request goes through before any view sees it.
 
+- Per-address limits (too many requests, too many wrong keys): a JSON 429 with
+  Retry-After, before any key is looked up (`/api/v1/health` is exempt).
 - Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
   agents deserve to know the request was too large, so API paths get a JSON 413.
 - A chunked body without Content-Length is read here (Django would read it as empty).
+- A body shorter than its Content-Length that never arrives (gunicorn.conf.py bounds
+  each read): a JSON 408, and the connection closes.
 - Every API answer is JSON, also those no API view gave (an unknown path, a bad method).
 
 The body's content is checked by the API's parser (`JsonParser`), after authentication.
