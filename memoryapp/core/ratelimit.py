@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,11 +23,12 @@ from typing import Any
 
 from django.core.cache import cache
 
+from memoryapp.lib.backoff import Backoff
+
 logger = logging.getLogger(__name__)
 
 CACHE_BACKOFF_SECONDS = 5
-_cache_down_until = 0.0
-_cache_lock = threading.Lock()
+_cache_backoff = Backoff(CACHE_BACKOFF_SECONDS)
 
 
 def _fail_open(default: Any) -> Callable:
@@ -38,8 +38,7 @@ def _fail_open(default: Any) -> Callable:
     def decorate(function: Callable) -> Callable:
         @functools.wraps(function)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            global _cache_down_until
-            if time.monotonic() < _cache_down_until:
+            if _cache_backoff.waiting():
                 return default() if callable(default) else default
             try:
                 return function(*args, **kwargs)
@@ -47,8 +46,7 @@ def _fail_open(default: Any) -> Callable:
                 logger.warning(
                     "rate limits off for %ss, the cache failed: %s", CACHE_BACKOFF_SECONDS, exc
                 )
-                with _cache_lock:
-                    _cache_down_until = time.monotonic() + CACHE_BACKOFF_SECONDS
+                _cache_backoff.failed()
                 return default() if callable(default) else default
 
         return guarded
@@ -57,8 +55,7 @@ def _fail_open(default: Any) -> Callable:
 
 
 def reset_cache_backoff() -> None:
-    global _cache_down_until
-    _cache_down_until = 0.0
+    _cache_backoff.reset()
 
 
 @dataclass(frozen=True)

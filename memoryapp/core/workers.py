@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from datetime import timedelta
 
@@ -40,6 +39,7 @@ from memoryapp.core.models import (
     Session,
     ToolCall,
 )
+from memoryapp.lib.backoff import Backoff
 from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
 
 logger = logging.getLogger(__name__)
@@ -57,25 +57,22 @@ SWEEP_BATCH = 500
 # Turns whose evidence the tally holds, remembered so a job run twice counts once.
 OBSERVED_TURNS = 500
 
-_broker_down_until = 0.0
-_broker_lock = threading.Lock()
+_broker_backoff = Backoff(BROKER_BACKOFF_SECONDS)
 
 
 def dispatch_extraction(job_id: int) -> bool:
     """Hand a job to the broker. Jobs are written `queued`, so success costs no write;
     when the broker cannot take it the job is marked `pending` for the sweep."""
-    global _broker_down_until
     from memoryapp.core.tasks import extract_turn
 
-    if time.monotonic() >= _broker_down_until:
+    if not _broker_backoff.waiting():
         try:
             extract_turn.apply_async((job_id,), retry=False)
             sweep_if_embedded()
             return True
         except Exception as exc:  # broker unreachable, or (in-process mode) the run failed
             logger.warning("extraction job %s not dispatched: %s", job_id, exc)
-            with _broker_lock:
-                _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
+            _broker_backoff.failed()
     try:
         ExtractionJob.objects.filter(pk=job_id, status=ExtractionJob.Status.QUEUED).update(
             status=ExtractionJob.Status.PENDING
@@ -126,8 +123,7 @@ def _broker_backlog() -> int | None:
 
 
 def reset_broker_backoff() -> None:
-    global _broker_down_until
-    _broker_down_until = 0.0
+    _broker_backoff.reset()
 
 
 def _tool_results_from_messages(turn, messages: list[Message]) -> list[tuple]:
