@@ -1,20 +1,44 @@
-"""A small typed client for the memoryapp agent API (httpx).
+"""Typed clients for the memoryapp agent API (httpx), one synchronous and one async.
 
     client = MemoryClient("http://127.0.0.1:8000", api_key)
     client.append_turn("run-42", [{"role": "user", "content": "hi"}])
     history = client.history("run-42")
 
-Errors come back as `ApiError` carrying the HTTP status and the server's `detail`.
+    async with AsyncMemoryClient("http://127.0.0.1:8000", api_key) as client:
+        history = await client.history("run-42")
+
+Both have the same methods with the same arguments (every operation is written once, in
+`_Operations`, as the request it sends; each client sends it its own way), and cover the
+whole API: sessions and turns, history, subtasks, context and working context, findings,
+memories, tools, search, stats and the agent's settings.
+
+Errors are typed: an HTTP error is an `ApiError` subclass named for its status
+(`NotFound`, `Conflict`, `InvalidRequest`, `RateLimited`, ...) carrying the status and the
+server's `detail`; a server that cannot be reached is `Unreachable` (also an
+`httpx.TransportError`).
+
+Retries (`retries`, default 2, with exponential backoff and jitter): a request that never
+reached the server (connection refused, connect timeout) and a 429 (refused before any
+work, after its Retry-After) are retried for every operation; a timeout, a dropped
+connection, a 502/503/504 only for operations that are safe to repeat: reads, PUT and
+DELETE, and appending a turn, whose retries reuse one `Idempotency-Key` so the server
+stores a retried turn once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required, TypedDict
 from urllib.parse import quote
 
 import httpx
+
+JSON = dict[str, Any]
 
 
 class Message(TypedDict, total=False):
@@ -26,6 +50,8 @@ class Message(TypedDict, total=False):
 
 
 class ToolCall(TypedDict):
+    """A tool call reported with the turn that made it (the API's `ToolCallIn`)."""
+
     tool: str
     query: NotRequired[str | dict[str, Any]]
     output: NotRequired[str]
@@ -33,104 +59,256 @@ class ToolCall(TypedDict):
     file_path: NotRequired[str]
     call_id: NotRequired[str]
     details: NotRequired[dict[str, Any]]
+    # Not run: the finding with this id already answered it (the reference loop's skip).
+    known_from: NotRequired[int]
 
 
-class ApiError(Exception):
-    def __init__(self, status_code: int, detail: Any) -> None:
+class Usage(TypedDict, total=False):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class MemoryClientError(Exception):
+    """Anything the client raises on purpose."""
+
+
+class ApiError(MemoryClientError):
+    """The server answered with an HTTP error: `status_code` and its `detail`."""
+
+    def __init__(self, status_code: int, detail: Any, retry_after: float | None = None) -> None:
         super().__init__(f"{status_code}: {detail}")
         self.status_code = status_code
         self.detail = detail
+        self.retry_after = retry_after
 
 
-class MemoryClient:
-    def __init__(
+class InvalidRequest(ApiError):
+    """400 or 422: the request was refused as it is; nothing was changed."""
+
+
+class Unauthorized(ApiError):
+    """401: the API key is missing, wrong or revoked."""
+
+
+class Forbidden(ApiError):
+    """403: the key may not do this (a read-only key writing)."""
+
+
+class NotFound(ApiError):
+    """404: no such session, memory, subtask or item for this agent."""
+
+
+class Conflict(ApiError):
+    """409: the request conflicts with what is stored (an Idempotency-Key reused with
+    another body, a memory changed since it was read)."""
+
+
+class PayloadTooLarge(ApiError):
+    """413: the body is over the server's limit."""
+
+
+class RateLimited(ApiError):
+    """429: too many requests; `retry_after` says how long to wait."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed; the detail of a 500 carries an error id for its log."""
+
+
+class ServiceUnavailable(ServerError):
+    """503: the server is up but its database is not; try again after `retry_after`."""
+
+
+class Unreachable(MemoryClientError, httpx.TransportError):
+    """No answer: the connection failed or timed out (after any retries)."""
+
+    def __init__(self, message: str) -> None:
+        httpx.TransportError.__init__(self, message)
+
+
+_ERRORS: dict[int, type[ApiError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidRequest,
+    429: RateLimited,
+    503: ServiceUnavailable,
+}
+
+
+def error_for(response: httpx.Response) -> ApiError:
+    """The typed error for an HTTP error response."""
+    try:
+        body = response.json()
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+    except ValueError:
+        detail = response.text
+    retry_after = None
+    try:
+        retry_after = float(response.headers["Retry-After"])
+    except (KeyError, ValueError):
+        pass
+    status = response.status_code
+    kind = _ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
+    return kind(status, detail, retry_after)
+
+
+# --- requests and retries -------------------------------------------------------------------
+
+RETRIED_STATUSES = frozenset({502, 503, 504})
+# httpx errors raised before a byte of the request was sent: always safe to send again.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+@dataclass
+class Call:
+    """One API request as an operation describes it."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    # Safe to send twice: retried after a timeout or a 5xx too.
+    repeatable: bool = False
+    # Answer this field of the JSON body instead of all of it.
+    pick: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 2
+    backoff: float = 0.25  # seconds before the first retry; doubles each time
+    max_wait: float = 5.0  # never sleeps longer than this between tries (Retry-After too)
+
+    def wait(self, attempt: int, retry_after: float | None = None) -> float | None:
+        """Seconds before try `attempt + 1`; None when the server asks for longer than
+        `max_wait` (a client locked out for minutes gets its error now)."""
+        if retry_after is not None:
+            return max(retry_after, 0.0) if retry_after <= self.max_wait else None
+        delay = min(self.backoff * (2**attempt), self.max_wait)
+        return delay / 2 + random.uniform(0, delay / 2)  # noqa: S311 (jitter, not crypto)
+
+
+def _retry_wait(
+    call: Call, policy: RetryPolicy, attempt: int, outcome: httpx.Response | Exception
+) -> float | None:
+    """Seconds to wait before trying `call` again, or None to give up with `outcome`."""
+    if attempt >= policy.retries:
+        return None
+    if isinstance(outcome, Exception):
+        if isinstance(outcome, NOT_SENT) or (
+            call.repeatable and isinstance(outcome, httpx.TransportError)
+        ):
+            return policy.wait(attempt)
+        return None
+    if outcome.status_code == 429 or (call.repeatable and outcome.status_code in RETRIED_STATUSES):
+        try:
+            retry_after: float | None = float(outcome.headers["Retry-After"])
+        except (KeyError, ValueError):
+            retry_after = None
+        return policy.wait(attempt, retry_after)
+    return None
+
+
+def _result(call: Call, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        raise error_for(response)
+    if response.status_code == 204 or not response.content:
+        return None
+    body = response.json()
+    return body[call.pick] if call.pick else body
+
+
+def _quote(part: str) -> str:
+    return quote(part, safe="")
+
+
+def _session(key: str) -> str:
+    if "/" in key:
+        # Servers decode %2F before routing, so a '/' can never reach the session.
+        raise ValueError("a session key cannot contain '/'")
+    return "/sessions/" + _quote(key)
+
+
+def _drop_none(**values: Any) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+# --- the operations, once --------------------------------------------------------------------
+
+
+class _Operations:
+    """Every API operation as the request it sends. `_send` sends it: the sync client
+    returns the answer, the async client a coroutine of it."""
+
+    def _send(self, call: Call) -> Any:
+        raise NotImplementedError
+
+    # agent and server
+    def health(self) -> Any:
+        return self._send(Call("GET", "/health", repeatable=True))
+
+    def agent(self) -> Any:
+        return self._send(Call("GET", "/agent", repeatable=True))
+
+    def update_agent(self, **settings: Any) -> Any:
+        return self._send(Call("PATCH", "/agent", json=settings))
+
+    # sessions
+    def put_session(
         self,
-        base_url: str,
-        api_key: str,
+        key: str,
         *,
-        timeout: float = 30.0,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/") + "/api/v1",
-            headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout,
-            transport=transport,
-        )
+        goal: str | None = None,
+        status: str | None = None,
+        ttl_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
+        """Create or update a session (only the fields given change)."""
+        body = _drop_none(goal=goal, status=status, ttl_seconds=ttl_seconds, metadata=metadata)
+        return self._send(Call("PUT", _session(key), json=body, repeatable=True))
 
-    def close(self) -> None:
-        self._http.close()
+    def session(self, key: str) -> Any:
+        return self._send(Call("GET", _session(key), repeatable=True))
 
-    def __enter__(self) -> MemoryClient:
-        return self
+    def delete_session(self, key: str, scope: str = "all") -> Any:
+        """`scope="conversation"` deletes the messages and turns and keeps the session's
+        state; `"all"` deletes the session. Long-term memories stay either way."""
+        return self._send(Call("DELETE", _session(key), params={"scope": scope}, repeatable=True))
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def sessions_page(
+        self, status: str = "active", limit: int = 50, cursor: str | None = None
+    ) -> Any:
+        params = _drop_none(status=status, limit=limit, cursor=cursor)
+        return self._send(Call("GET", "/sessions", params=params, repeatable=True))
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._http.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail")
-            except ValueError:
-                detail = response.text
-            raise ApiError(response.status_code, detail)
-        if response.status_code == 204:
-            return None
-        return response.json()
+    def stats(self, key: str) -> Any:
+        """Entries, bytes, average turn tokens and redundant tool calls avoided."""
+        return self._send(Call("GET", _session(key) + "/stats", repeatable=True))
 
-    @staticmethod
-    def _session_path(key: str) -> str:
-        if "/" in key:
-            # Servers decode %2F before routing, so a '/' can never reach the session.
-            raise ValueError("a session key cannot contain '/'")
-        return "/sessions/" + quote(key, safe="")
-
-    def health(self) -> dict:
-        return self._request("GET", "/health")
-
-    def agent(self) -> dict:
-        return self._request("GET", "/agent")
-
-    def update_agent(self, **settings: Any) -> dict:
-        return self._request("PATCH", "/agent", json=settings)
-
-    def put_session(self, key: str, **fields: Any) -> dict:
-        return self._request("PUT", self._session_path(key), json=fields)
-
-    def session(self, key: str) -> dict:
-        return self._request("GET", self._session_path(key))
-
-    def delete_session(self, key: str, scope: str = "all") -> None:
-        self._request("DELETE", self._session_path(key), params={"scope": scope})
-
-    def sessions(self, status: str = "active", page_size: int = 100) -> Iterator[dict]:
-        """Every session, following cursors page by page."""
-        cursor = None
-        while True:
-            params: dict[str, Any] = {"status": status, "limit": page_size}
-            if cursor:
-                params["cursor"] = cursor
-            page = self._request("GET", "/sessions", params=params)
-            yield from page["items"]
-            cursor = page["next_cursor"]
-            if not cursor:
-                return
-
+    # turns and history
     def append_turn(
         self,
         key: str,
         messages: list[Message],
         *,
-        usage: dict[str, int] | None = None,
+        usage: Usage | dict[str, int] | None = None,
         tool_calls: list[ToolCall] | None = None,
         model: str | None = None,
         timestamp: str | None = None,
         idempotency_key: str | None = None,
-        retries: int = 2,
-    ) -> dict:
-        """Append one turn. Retries on network errors and 5xx reuse one Idempotency-Key,
-        so a retried request is stored once."""
+    ) -> Any:
+        """Append one turn (creating the session). Every retry of it sends the same
+        Idempotency-Key, so the server stores it once."""
         body: dict[str, Any] = {"messages": messages}
         if usage is not None:
             body["usage"] = usage
@@ -141,81 +319,98 @@ class MemoryClient:
         if timestamp:
             body["timestamp"] = timestamp
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
-        path = self._session_path(key) + "/turns"
-        for attempt in range(retries + 1):
-            try:
-                return self._request("POST", path, json=body, headers=headers)
-            except httpx.TransportError:
-                if attempt == retries:
-                    raise
-            except ApiError as exc:
-                if exc.status_code < 500 or attempt == retries:
-                    raise
-        raise AssertionError("unreachable")
+        return self._send(
+            Call("POST", _session(key) + "/turns", json=body, headers=headers, repeatable=True)
+        )
 
     def history(
         self, key: str, *, max_messages: int | None = None, max_tokens: int | None = None
-    ) -> dict:
-        params = {
-            k: v
-            for k, v in (("max_messages", max_messages), ("max_tokens", max_tokens))
-            if v is not None
-        }
-        return self._request("GET", self._session_path(key) + "/history", params=params)
+    ) -> Any:
+        """The conversation pruned for the context window (nothing is deleted)."""
+        params = _drop_none(max_messages=max_messages, max_tokens=max_tokens)
+        return self._send(Call("GET", _session(key) + "/history", params=params, repeatable=True))
 
-    def turns(self, key: str, page_size: int = 100) -> Iterator[dict]:
-        cursor = None
-        while True:
-            params: dict[str, Any] = {"limit": page_size}
-            if cursor:
-                params["cursor"] = cursor
-            page = self._request("GET", self._session_path(key) + "/turns", params=params)
-            yield from page["items"]
-            cursor = page["next_cursor"]
-            if not cursor:
-                return
+    def turns_page(self, key: str, limit: int = 50, cursor: str | None = None) -> Any:
+        params = _drop_none(limit=limit, cursor=cursor)
+        return self._send(Call("GET", _session(key) + "/turns", params=params, repeatable=True))
 
-    # --- memory engine -----------------------------------------------------------------
+    # session state: subtasks
+    def subtasks(self, key: str) -> Any:
+        """`{"goal": ..., "items": [...]}`."""
+        return self._send(Call("GET", _session(key) + "/subtasks", repeatable=True))
 
-    def context(self, key: str, *, query_hint: str = "", token_budget: int | None = None) -> dict:
-        params: dict[str, Any] = {}
-        if query_hint:
-            params["query_hint"] = query_hint
-        if token_budget is not None:
-            params["token_budget"] = token_budget
-        return self._request("GET", self._session_path(key) + "/context", params=params)
+    def add_subtask(
+        self, key: str, title: str, *, status: str | None = None, dependencies: list[int] = ()
+    ) -> Any:
+        body: dict[str, Any] = {"title": title, "dependencies": list(dependencies)}
+        if status:
+            body["status"] = status
+        return self._send(Call("POST", _session(key) + "/subtasks", json=body))
 
-    def context_items(self, key: str) -> list[dict]:
-        return self._request("GET", self._session_path(key) + "/context-items")["items"]
+    def update_subtask(self, key: str, subtask_id: int, **changes: Any) -> Any:
+        path = f"{_session(key)}/subtasks/{int(subtask_id)}"
+        return self._send(Call("PATCH", path, json=changes, repeatable=True))
+
+    def delete_subtask(self, key: str, subtask_id: int) -> Any:
+        path = f"{_session(key)}/subtasks/{int(subtask_id)}"
+        return self._send(Call("DELETE", path, repeatable=True))
+
+    # context
+    def context(self, key: str, *, query_hint: str = "", token_budget: int | None = None) -> Any:
+        """The assembled context: conversation, working context, findings, memories and
+        summary within the budget, and the markdown `prompt` to inject."""
+        params = _drop_none(query_hint=query_hint or None, token_budget=token_budget)
+        return self._send(Call("GET", _session(key) + "/context", params=params, repeatable=True))
+
+    def context_items(self, key: str) -> Any:
+        return self._send(
+            Call("GET", _session(key) + "/context-items", repeatable=True, pick="items")
+        )
 
     def set_context_item(
         self, key: str, name: str, value: Any, *, source: str = "explicit", confidence: float = 1.0
-    ) -> dict:
-        return self._request(
-            "PUT",
-            self._session_path(key) + "/context-items/" + quote(name, safe=""),
-            json={"value": value, "source": source, "confidence": confidence},
+    ) -> Any:
+        body = {"value": value, "source": source, "confidence": confidence}
+        path = _session(key) + "/context-items/" + _quote(name)
+        return self._send(Call("PUT", path, json=body, repeatable=True))
+
+    def delete_context_item(self, key: str, name: str) -> Any:
+        path = _session(key) + "/context-items/" + _quote(name)
+        return self._send(Call("DELETE", path, repeatable=True))
+
+    # findings
+    def add_finding(
+        self,
+        key: str,
+        *,
+        tool: str,
+        fact: str,
+        query: str = "",
+        step: int | None = None,
+        success: bool = True,
+        file_path: str = "",
+    ) -> Any:
+        body = _drop_none(
+            tool=tool, fact=fact, query=query, step=step, success=success, file_path=file_path
         )
+        return self._send(Call("POST", _session(key) + "/findings", json=body))
 
-    def delete_context_item(self, key: str, name: str) -> None:
-        self._request("DELETE", self._session_path(key) + "/context-items/" + quote(name, safe=""))
+    def findings_page(self, key: str, limit: int = 50, cursor: str | None = None) -> Any:
+        params = _drop_none(limit=limit, cursor=cursor)
+        return self._send(Call("GET", _session(key) + "/findings", params=params, repeatable=True))
 
-    def add_finding(self, key: str, **finding: Any) -> dict:
-        return self._request("POST", self._session_path(key) + "/findings", json=finding)
-
-    def findings(self, key: str) -> list[dict]:
-        return self._request("GET", self._session_path(key) + "/findings", params={"limit": 200})[
-            "items"
-        ]
-
-    def check_finding(self, key: str, tool: str, query: str | dict[str, Any]) -> dict:
-        """Is `tool(query)` already known? `query` is the call's text or its arguments;
-        long ones are sent in a POST body instead of the URL."""
-        path = self._session_path(key) + "/findings/check"
+    def check_finding(self, key: str, tool: str, query: str | dict[str, Any]) -> Any:
+        """Is `tool(query)` already known? `{"known", "stale", "finding"}`. `query` is the
+        call's text or its arguments; long ones go in a POST body instead of the URL."""
+        path = _session(key) + "/findings/check"
         if isinstance(query, str) and len(query) <= 1000:
-            return self._request("GET", path, params={"tool": tool, "query": query})
-        return self._request("POST", path, json={"tool": tool, "query": query})
+            params = {"tool": tool, "query": query}
+            return self._send(Call("GET", path, params=params, repeatable=True))
+        # A read, even as a POST.
+        body = {"tool": tool, "query": query}
+        return self._send(Call("POST", path, json=body, repeatable=True))
 
+    # long-term memories
     def remember(
         self,
         content: str,
@@ -223,43 +418,223 @@ class MemoryClient:
         memory_type: str = "fact",
         confidence: float = 0.8,
         session: str | None = None,
-    ) -> dict:
-        body: dict[str, Any] = {
-            "content": content,
-            "memory_type": memory_type,
-            "confidence": confidence,
-        }
-        if session:
-            body["session"] = session
-        return self._request("POST", "/memories", json=body)
+    ) -> Any:
+        body = _drop_none(
+            content=content, memory_type=memory_type, confidence=confidence, session=session
+        )
+        return self._send(Call("POST", "/memories", json=body))
 
-    def recall(self, query: str = "", **filters: Any) -> list[dict]:
-        params = {"query": query, **filters} if query else dict(filters)
-        return self._request("GET", "/memories", params=params)["items"]
+    def memories_page(
+        self,
+        query: str = "",
+        *,
+        memory_type: str | None = None,
+        min_confidence: float | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Any:
+        params = _drop_none(
+            query=query or None,
+            memory_type=memory_type,
+            min_confidence=min_confidence,
+            status=status,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self._send(Call("GET", "/memories", params=params, repeatable=True))
 
-    def forget(self, memory_id: int) -> None:
-        self._request("DELETE", f"/memories/{int(memory_id)}")
+    def recall(self, query: str = "", **filters: Any) -> Any:
+        """The first page of memories: ranked by relevance to `query`, else by confidence."""
+        params = _drop_none(query=query or None, **filters)
+        return self._send(Call("GET", "/memories", params=params, repeatable=True, pick="items"))
 
-    def restore_memory(self, memory_id: int) -> dict:
-        return self._request("POST", f"/memories/{int(memory_id)}/restore")
+    def memory(self, memory_id: int) -> Any:
+        return self._send(Call("GET", f"/memories/{int(memory_id)}", repeatable=True))
 
-    def update_memory(self, memory_id: int, **changes: Any) -> dict:
-        return self._request("PATCH", f"/memories/{int(memory_id)}", json=changes)
+    def update_memory(self, memory_id: int, **changes: Any) -> Any:
+        return self._send(Call("PATCH", f"/memories/{int(memory_id)}", json=changes))
 
-    def memory_history(self, memory_id: int) -> list[dict]:
-        return self._request("GET", f"/memories/{int(memory_id)}/history")["items"]
+    def forget(self, memory_id: int) -> Any:
+        return self._send(Call("DELETE", f"/memories/{int(memory_id)}", repeatable=True))
 
-    def tools(self, format: str = "openai") -> list[dict]:
-        return self._request("GET", "/tools", params={"format": format})
+    def restore_memory(self, memory_id: int) -> Any:
+        return self._send(Call("POST", f"/memories/{int(memory_id)}/restore", repeatable=True))
 
-    def call_tool(self, name: str, arguments: dict[str, Any], session: str | None = None) -> dict:
+    def memory_history(self, memory_id: int) -> Any:
+        path = f"/memories/{int(memory_id)}/history"
+        return self._send(Call("GET", path, repeatable=True, pick="items"))
+
+    # memory tools and search
+    def tools(self, format: str = "openai") -> Any:
+        return self._send(Call("GET", "/tools", params={"format": format}, repeatable=True))
+
+    def call_tool(self, name: str, arguments: dict[str, Any], session: str | None = None) -> Any:
         body: dict[str, Any] = {"name": name, "arguments": arguments}
         if session:
             body["session"] = session
-        return self._request("POST", "/tools/call", json=body)
+        return self._send(Call("POST", "/tools/call", json=body))
 
-    def search(self, q: str, kind: str | None = None, limit: int = 20) -> dict:
-        params: dict[str, Any] = {"q": q, "limit": limit}
-        if kind:
-            params["kind"] = kind
-        return self._request("GET", "/search", params=params)
+    def search(
+        self, q: str, kind: str | None = None, limit: int = 20, cursor: str | None = None
+    ) -> Any:
+        params = _drop_none(q=q, kind=kind, limit=limit, cursor=cursor)
+        return self._send(Call("GET", "/search", params=params, repeatable=True))
+
+
+def _http_options(base_url: str, api_key: str, timeout: float | httpx.Timeout) -> dict[str, Any]:
+    return {
+        "base_url": base_url.rstrip("/") + "/api/v1",
+        "headers": {"Authorization": f"Bearer {api_key}"},
+        "timeout": timeout,
+    }
+
+
+# --- the synchronous client ------------------------------------------------------------------
+
+
+class MemoryClient(_Operations):
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        retries: int = 2,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy(retries=retries)
+        self._http = httpx.Client(**_http_options(base_url, api_key, timeout), transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            outcome: httpx.Response | Exception
+            try:
+                outcome = self._http.request(
+                    call.method, call.path, params=call.params, json=call.json,
+                    headers=call.headers,
+                )  # fmt: skip
+            except httpx.TransportError as exc:
+                outcome = exc
+            wait = _retry_wait(call, self.retry, attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, Exception):
+                    raise Unreachable(f"{call.method} {call.path}: {outcome}") from outcome
+                return _result(call, outcome)
+            time.sleep(wait)
+            attempt += 1
+
+    # Every page, following cursors.
+    def sessions(self, status: str = "active", page_size: int = 100) -> Iterator[JSON]:
+        cursor = None
+        while True:
+            page = self.sessions_page(status, page_size, cursor)
+            yield from page["items"]
+            if not (cursor := page["next_cursor"]):
+                return
+
+    def turns(self, key: str, page_size: int = 100) -> Iterator[JSON]:
+        cursor = None
+        while True:
+            page = self.turns_page(key, page_size, cursor)
+            yield from page["items"]
+            if not (cursor := page["next_cursor"]):
+                return
+
+    def findings(self, key: str, page_size: int = 200) -> list[JSON]:
+        """All the session's findings, most recently learned first."""
+        items: list[JSON] = []
+        cursor = None
+        while True:
+            page = self.findings_page(key, page_size, cursor)
+            items.extend(page["items"])
+            if not (cursor := page["next_cursor"]):
+                return items
+
+
+# --- the async client ------------------------------------------------------------------------
+
+
+class AsyncMemoryClient(_Operations):
+    """The same operations as `MemoryClient`, each a coroutine."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        retries: int = 2,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy(retries=retries)
+        self._http = httpx.AsyncClient(
+            **_http_options(base_url, api_key, timeout), transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            outcome: httpx.Response | Exception
+            try:
+                outcome = await self._http.request(
+                    call.method, call.path, params=call.params, json=call.json,
+                    headers=call.headers,
+                )  # fmt: skip
+            except httpx.TransportError as exc:
+                outcome = exc
+            wait = _retry_wait(call, self.retry, attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, Exception):
+                    raise Unreachable(f"{call.method} {call.path}: {outcome}") from outcome
+                return _result(call, outcome)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def sessions(self, status: str = "active", page_size: int = 100) -> AsyncIterator[JSON]:
+        cursor = None
+        while True:
+            page = await self.sessions_page(status, page_size, cursor)
+            for item in page["items"]:
+                yield item
+            if not (cursor := page["next_cursor"]):
+                return
+
+    async def turns(self, key: str, page_size: int = 100) -> AsyncIterator[JSON]:
+        cursor = None
+        while True:
+            page = await self.turns_page(key, page_size, cursor)
+            for item in page["items"]:
+                yield item
+            if not (cursor := page["next_cursor"]):
+                return
+
+    async def findings(self, key: str, page_size: int = 200) -> list[JSON]:
+        items: list[JSON] = []
+        cursor = None
+        while True:
+            page = await self.findings_page(key, page_size, cursor)
+            items.extend(page["items"])
+            if not (cursor := page["next_cursor"]):
+                return items

@@ -90,6 +90,9 @@ class ToolCallIn(InputSchema):
     # Structured result metadata a tool reports beside its text (Claude Code's
     # `toolUseResult`: line totals, match counts, exit codes), small by contract.
     details: dict[str, Any] | None = None
+    # The agent did not run this call: this finding of the session already answered it
+    # (what `findings/check` said). Counted in the session's stats as a call avoided.
+    known_from: Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE] | None = None
 
     @field_validator("details")
     @classmethod
@@ -160,6 +163,30 @@ class SessionOut(Output):
     last_activity_at: datetime
     expires_at: datetime
     totals: TotalsOut
+
+
+class EntriesOut(Output):
+    messages: int
+    turns: int
+    tool_calls: int
+    findings: int
+    context_items: int
+    subtasks: int
+    memories: int
+    total: int
+
+
+class AverageTurnTokensOut(Output):
+    messages: float
+    input: float
+    output: float
+
+
+class SessionStatsOut(Output):
+    entries: EntriesOut
+    bytes: int
+    average_turn_tokens: AverageTurnTokensOut
+    redundant_tool_calls_avoided: int
 
 
 class SessionPage(Output):

@@ -28,6 +28,7 @@ from memoryapp.api.schemas import (
     SessionIn,
     SessionOut,
     SessionPage,
+    SessionStatsOut,
     SubtaskIn,
     SubtaskList,
     SubtaskOut,
@@ -41,6 +42,7 @@ from memoryapp.core.conversation import (
     MessageInput,
     ToolCallInput,
     TurnInput,
+    UnknownFinding,
     append_turn,
     lock_session,
     restore_history,
@@ -48,6 +50,7 @@ from memoryapp.core.conversation import (
 )
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
 from memoryapp.core.models import Session, Subtask, Turn
+from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
 
@@ -109,6 +112,14 @@ def get_session(request: HttpRequest, key: str):
     return session_summary(live_session(request, key))
 
 
+@router.get("/sessions/{key}/stats", response={200: SessionStatsOut, **READ_ONE})
+def get_session_stats(request: HttpRequest, key: str):
+    """What the session holds (`entries` of each kind, `bytes` of stored text), its
+    average turn in tokens, and the tool calls its agent did not run because a finding
+    already answered them (`redundant_tool_calls_avoided`: calls sent with `known_from`)."""
+    return session_stats(live_session(request, key))
+
+
 @router.delete("/sessions/{key}", response={204: None, **READ_ONE})
 def delete_session(
     request: HttpRequest,
@@ -166,6 +177,7 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
                 file_path=c.file_path or "",
                 call_id=c.call_id or "",
                 details=c.details,
+                known_from=c.known_from,
             )
             for c in payload.tool_calls
         ],
@@ -186,6 +198,8 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
         ) from None
     except tokens.EncodingUnavailable as exc:
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
+    except UnknownFinding as exc:
+        raise HttpError(422, str(exc)) from None
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return Status(201, answer)

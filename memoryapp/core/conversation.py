@@ -20,6 +20,7 @@ from memoryapp.core.models import (
     SELF,
     Agent,
     ExtractionJob,
+    Finding,
     IdempotencyRecord,
     Message,
     PendingToolOutput,
@@ -35,6 +36,15 @@ from memoryapp.lib.pruning import MessageCost, choose_run
 
 class IdempotencyConflict(Exception):
     """The Idempotency-Key was already used for a different request."""
+
+
+class UnknownFinding(Exception):
+    """A tool call said a finding answered it, and the session has no such finding."""
+
+    def __init__(self, index: int, finding_id: int) -> None:
+        super().__init__(
+            f"tool_calls[{index}].known_from: finding {finding_id} is not one of this session's"
+        )
 
 
 @dataclass
@@ -55,6 +65,8 @@ class ToolCallInput:
     file_path: str = ""
     call_id: str = ""
     details: dict[str, Any] | None = None
+    # Not run: this finding of the session already answered the call.
+    known_from: int | None = None
 
 
 @dataclass
@@ -98,6 +110,18 @@ def lock_session(agent: Agent, key: str, *, create: bool, now: datetime) -> Sess
         return locked.get(agent=agent, key=key)
 
 
+def _known_findings(session: Session, calls: list[ToolCallInput]) -> dict[int, Finding]:
+    """The findings that skipped calls name, each checked to be this session's."""
+    wanted = {c.known_from for c in calls if c.known_from is not None}
+    if not wanted:
+        return {}
+    found = {f.id: f for f in Finding.objects.filter(session=session, id__in=wanted)}
+    for index, call in enumerate(calls):
+        if call.known_from is not None and call.known_from not in found:
+            raise UnknownFinding(index, call.known_from)
+    return found
+
+
 def append_turn(
     agent: Agent,
     key: str,
@@ -136,6 +160,7 @@ def append_turn(
                 return record.response, True
 
         said_at = turn.timestamp or now
+        known = _known_findings(session, turn.tool_calls)
         first_seq = session.message_count + 1
         iteration = session.turn_count + 1
         turn_row = Turn.objects.create(
@@ -181,6 +206,8 @@ def append_turn(
                     call_id=call.call_id,
                     details=call.details,
                     created_at=said_at,
+                    finding=known.get(call.known_from) if call.known_from else None,
+                    skipped=call.known_from is not None,
                 )
                 for call in turn.tool_calls
             )

@@ -354,6 +354,8 @@ class ToolCall(models.Model):
     finding = models.ForeignKey(
         "Finding", on_delete=models.SET_NULL, null=True, blank=True, related_name="calls"
     )
+    # Not run: `finding` already answered it, and the agent said so (`known_from`).
+    skipped = models.BooleanField(default=False)
 
     class Meta:
         indexes = [

@@ -213,6 +213,8 @@ def run_extraction(job_id: int) -> str:
             )
             sources: list[tuple[ToolCallData, ToolCall | None, Message | None]] = []
             for call in calls:
+                if call.skipped:
+                    continue  # not run: its finding stands as it is
                 pending = getattr(call, "pending_output", None)
                 if pending is None and call.output_size > len(call.output_excerpt):
                     continue  # whole output already extracted and deleted: never from a part
