@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from memoryapp.api.api import api
+from memoryapp.api.mcp_http import mcp_endpoint
 from memoryapp.dashboard.login_views import ThrottledLoginView
 
 urlpatterns = [
@@ -13,4 +14,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    # MCP over streamable HTTP; the key in the URL for clients that send no headers.
+    path("mcp", mcp_endpoint, name="mcp"),
+    path("mcp/<str:key>", mcp_endpoint, name="mcp-with-key"),
 ]

@@ -138,3 +138,65 @@ def test_manage_py_mcp_serves_over_stdio(tmp_path):
             assert "./bin/test" in _text(await mcp.call_tool("recall", {"query": "tests run"}))
 
     anyio.run(scenario)
+
+
+# --- streamable HTTP, served by memoryapp at /mcp/<key> -------------------------------------
+
+
+def test_streamable_http_with_the_key_in_the_url(live_server, api, api_key):
+    from mcp import Client
+
+    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    url = f"{live_server.url}/mcp/{api_key}?session=run-1"
+
+    async def scenario():
+        async with Client(url) as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {"remember", "recall", "check_finding", "get_context"} <= names
+            said = _text(await mcp.call_tool("remember", {"content": "Deploys go through CI"}))
+            assert said.startswith("Remembered")
+            found = _text(await mcp.call_tool("recall", {"query": "deploys"}))
+            assert "Deploys go through CI" in found
+            await mcp.call_tool("set_context_item", {"name": "branch", "value": "main"})
+            prompt = _text(await mcp.call_tool("get_context", {}))  # ?session=run-1
+            assert "main" in prompt and "Deploys go through CI" in prompt
+            refused = await mcp.call_tool("get_context", {"session": "absent"})
+            assert refused.is_error and "404" in _text(refused)
+
+    anyio.run(scenario)
+    memory = Memory.objects.get()
+    assert memory.content == "Deploys go through CI" and memory.session.key == "run-1"
+    assert ContextItem.objects.get(key="branch").value == "main"
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def test_streamable_http_with_a_bearer_header_and_refusals(live_server, api_key):
+    with httpx.Client(base_url=live_server.url, headers=MCP_HEADERS) as http:
+        answer = http.post("/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {api_key}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"]["serverInfo"]["name"] == "memoryapp"
+        # A wrong key, or none: a JSON 401 before anything runs.
+        for path, headers in (
+            ("/mcp/not-a-key", {}),
+            ("/mcp", {}),
+            ("/mcp", {"Authorization": "Bearer not-a-key"}),
+        ):
+            refused = http.post(path, json=INITIALIZE, headers=headers)
+            assert refused.status_code == 401
+            assert "API key" in refused.json()["detail"]
+        bad_session = http.post(f"/mcp/{api_key}?session=..", json=INITIALIZE)
+        assert bad_session.status_code == 422
+        # No server-sent stream: this server never calls the client.
+        assert http.get(f"/mcp/{api_key}").status_code == 405
