@@ -27,6 +27,9 @@ PAIRS = [
     (shapes.ContextBudget, schemas.BudgetOut, set()),
     (shapes.Cut, schemas.CutOut, set()),
     (shapes.Context, schemas.ContextOut, set()),
+    (shapes.Entries, schemas.EntriesOut, set()),
+    (shapes.AverageTurnTokens, schemas.AverageTurnTokensOut, set()),
+    (shapes.SessionStats, schemas.SessionStatsOut, set()),
 ]
 
 

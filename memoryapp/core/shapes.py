@@ -141,3 +141,27 @@ class Context(TypedDict):
     budget: ContextBudget
     cut: Cut
     prompt: str
+
+
+class Entries(TypedDict):
+    messages: int
+    turns: int
+    tool_calls: int
+    findings: int
+    context_items: int
+    subtasks: int
+    memories: int
+    total: int
+
+
+class AverageTurnTokens(TypedDict):
+    messages: float
+    input: float
+    output: float
+
+
+class SessionStats(TypedDict):
+    entries: Entries
+    bytes: int
+    average_turn_tokens: AverageTurnTokens
+    redundant_tool_calls_avoided: int

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from django.db.models import Count, Func, IntegerField, Q, Sum, TextField
 from django.db.models.functions import Cast, Coalesce
 
@@ -27,30 +25,7 @@ from memoryapp.core.models import (
     Subtask,
     ToolCall,
 )
-
-
-class Entries(TypedDict):
-    messages: int
-    turns: int
-    tool_calls: int
-    findings: int
-    context_items: int
-    subtasks: int
-    memories: int
-    total: int
-
-
-class AverageTurnTokens(TypedDict):
-    messages: float
-    input: float
-    output: float
-
-
-class SessionStats(TypedDict):
-    entries: Entries
-    bytes: int
-    average_turn_tokens: AverageTurnTokens
-    redundant_tool_calls_avoided: int
+from memoryapp.core.shapes import Entries, SessionStats
 
 
 class Utf8Bytes(Func):
