@@ -63,11 +63,12 @@ class ToolCall(TypedDict):
     known_from: NotRequired[int]
 
 
-class Usage(TypedDict, total=False):
+class Usage(TypedDict):
+    """What the provider reported for the model call (cache reads and writes count as
+    input)."""
+
     input_tokens: int
     output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -330,6 +331,11 @@ class _Operations:
         params = _drop_none(max_messages=max_messages, max_tokens=max_tokens)
         return self._send(Call("GET", _session(key) + "/history", params=params, repeatable=True))
 
+    def messages_page(self, key: str, limit: int = 100, cursor: str | None = None) -> Any:
+        """A page of every stored message, oldest first (unpruned)."""
+        params = _drop_none(limit=limit, cursor=cursor)
+        return self._send(Call("GET", _session(key) + "/messages", params=params, repeatable=True))
+
     def turns_page(self, key: str, limit: int = 50, cursor: str | None = None) -> Any:
         params = _drop_none(limit=limit, cursor=cursor)
         return self._send(Call("GET", _session(key) + "/turns", params=params, repeatable=True))
@@ -544,6 +550,14 @@ class MemoryClient(_Operations):
             if not (cursor := page["next_cursor"]):
                 return
 
+    def messages(self, key: str, page_size: int = 200) -> Iterator[JSON]:
+        cursor = None
+        while True:
+            page = self.messages_page(key, page_size, cursor)
+            yield from page["items"]
+            if not (cursor := page["next_cursor"]):
+                return
+
     def turns(self, key: str, page_size: int = 100) -> Iterator[JSON]:
         cursor = None
         while True:
@@ -616,6 +630,15 @@ class AsyncMemoryClient(_Operations):
         cursor = None
         while True:
             page = await self.sessions_page(status, page_size, cursor)
+            for item in page["items"]:
+                yield item
+            if not (cursor := page["next_cursor"]):
+                return
+
+    async def messages(self, key: str, page_size: int = 200) -> AsyncIterator[JSON]:
+        cursor = None
+        while True:
+            page = await self.messages_page(key, page_size, cursor)
             for item in page["items"]:
                 yield item
             if not (cursor := page["next_cursor"]):

@@ -111,6 +111,8 @@ DELETE  /sessions/{key}                         -         401  401   401     404
 POST    /sessions/{key}/turns                   -         401  401   401     201   201 401
 GET     /sessions/{key}/turns                   -         401  401   401     404   200 401
 GET     /sessions/{key}/history                 -         401  401   401     404   200 401
+GET     /sessions/{key}/messages                -         401  401   401     404   200 401
+GET     /sessions/{key}/stats                   -         401  401   401     404   200 401
 GET     /sessions/{key}/context                 -         401  401   401     404   200 401
 GET     /sessions/{key}/context-items           -         401  401   401     404   200 401
 PUT     /sessions/{key}/context-items/{name}    -         401  401   401     404   200 401
@@ -737,7 +739,53 @@ def test_dashboard_methods_are_the_tables(world: World, name: str):
 def test_the_project_mounts_only_what_the_matrix_covers():
     """A new top-level mount (an export view, another API version) needs its own rows."""
     mounted = [str(p.pattern) for p in get_resolver().url_patterns]
-    assert mounted == ["", "accounts/login/", "accounts/", "admin/", "api/v1/"]
+    assert mounted == ["", "accounts/login/", "accounts/", "admin/", "api/v1/", *MCP_MOUNTS]
+
+
+# --- MCP over streamable HTTP ------------------------------------------------------------------
+# The endpoint authenticates the key (in the URL or a Bearer header) before any MCP message
+# is read; its tools then call the agent API with that key, whose cells are above. Here:
+# who gets an MCP session at all. "other" gets one for its own agent.
+
+MCP_MOUNTS = ["mcp", "mcp/<str:key>"]
+MCP_MATRIX = """
+method  path            variant   anon wrong revoked other own login
+POST    mcp             header    401  401   401     200   200 401
+POST    mcp/<str:key>   in-url    401  401   401     200   200 401
+"""
+MCP_ROWS = _parse(MCP_MATRIX, API_COLUMNS)
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "matrix", "version": "1"},
+    },
+}
+
+
+@pytest.mark.parametrize(("row", "principal"), _cells(MCP_ROWS))
+def test_mcp(world: World, row: Row, principal: str):
+    who = caller(principal, world)
+    headers = {**who.headers, "Accept": "application/json, text/event-stream"}
+    url = "/mcp"
+    if row.variant == "in-url":
+        # The key moves from the header into the URL; people and anonymous send none.
+        bearer = headers.pop("Authorization", "Bearer ").removeprefix("Bearer ")
+        url = f"/mcp/{bearer or 'none'}"
+    body = json.dumps(MCP_INITIALIZE)
+    run_cell(
+        row,
+        principal,
+        world,
+        lambda: who.client.post(url, body, content_type="application/json", headers=headers),
+    )
+
+
+def test_mcp_rows_are_the_mounts():
+    assert [row.path for row in MCP_ROWS] == MCP_MOUNTS
 
 
 # --- the other agent's objects behind coder's name -----------------------------------------------

@@ -31,6 +31,8 @@ def test_round_trip_over_http(client):
     assert [m["content"] for m in history["messages"]] == ["s", "hi"]
     assert history["pruned_count"] == 1
     assert [t["iteration"] for t in client.turns("run 1:a", page_size=1)] == [1, 2]
+    every = [m["content"] for m in client.messages("run 1:a", page_size=2)]
+    assert every == ["s", "hello", "hi"]  # unpruned, oldest first, across pages
     assert client.put_session("run 1:a", goal="greet")["goal"] == "greet"
     assert client.session("run 1:a")["totals"]["messages"] == 3
     assert client.update_agent(max_messages=5)["max_messages"] == 5
@@ -280,6 +282,7 @@ EVERY_CALL = [
     ("stats", ("s",), {}),
     ("append_turn", ("s", [{"role": "user", "content": "x"}]), {}),
     ("history", ("s",), {}),
+    ("messages_page", ("s",), {}),
     ("turns_page", ("s",), {}),
     ("subtasks", ("s",), {}),
     ("add_subtask", ("s", "t"), {}),
@@ -326,7 +329,7 @@ def test_the_client_covers_every_operation_of_the_api():
     called = {name for name, _, _ in EVERY_CALL}
     assert called >= {
         n for n in dir(MemoryClient) if not n.startswith("_") and n not in ("close", "retry")
-    } - {"sessions", "turns", "findings"}
+    } - {"sessions", "messages", "turns", "findings"}
     for name, args, kwargs in EVERY_CALL:
         getattr(client, name)(*args, **kwargs)
 

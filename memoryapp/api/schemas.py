@@ -237,6 +237,11 @@ class HistoryOut(Output):
     max_tokens: int
 
 
+class MessagePage(Output):
+    items: list[HistoryMessageOut]
+    next_cursor: str | None
+
+
 class TurnMetaOut(Output):
     iteration: int
     message_count: int

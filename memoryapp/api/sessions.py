@@ -25,6 +25,7 @@ from memoryapp.api.common import (
 from memoryapp.api.schemas import (
     MAX_INT,
     HistoryOut,
+    MessagePage,
     SessionIn,
     SessionOut,
     SessionPage,
@@ -45,11 +46,12 @@ from memoryapp.core.conversation import (
     UnknownFinding,
     append_turn,
     lock_session,
+    message_dict,
     restore_history,
     session_summary,
 )
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
-from memoryapp.core.models import Session, Subtask, Turn
+from memoryapp.core.models import Message, Session, Subtask, Turn
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
@@ -231,6 +233,28 @@ def get_history(
         "max_messages": limit_messages,
         "max_tokens": limit_tokens,
     }
+
+
+@router.get("/sessions/{key}/messages", response={200: MessagePage, **READ_ONE}, tags=["turns"])
+def list_messages(
+    request: HttpRequest,
+    key: str,
+    cursor: str | None = pagination.cursor(),
+    limit: int = pagination.limit(100),
+):
+    """Every stored message of the session, oldest first, unpruned (`history` gives the
+    conversation pruned for the context window)."""
+    after = pagination.decode(cursor, "messages", int)
+    session = live_session(request, key)
+    # Bounded by the session's count as read: a concurrent append shows whole or not at all.
+    messages = Message.objects.filter(session=session, seq__lte=session.message_count)
+    if after is not None:
+        messages = messages.filter(seq__gt=after[0])
+    # By (session, seq): the message_unique_seq constraint's index.
+    page = list(messages.order_by("seq")[: limit + 1])
+    more = len(page) > limit
+    next_cursor = pagination.encode("messages", page[limit - 1].seq) if more else None
+    return {"items": [message_dict(m) for m in page[:limit]], "next_cursor": next_cursor}
 
 
 @router.get("/sessions/{key}/turns", response={200: TurnPage, **READ_ONE}, tags=["turns"])
