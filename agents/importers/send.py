@@ -12,12 +12,16 @@ may still grow: inputs that had no reply yet get their reply, a tool call its ou
 reply that arrives later is appended as a turn of its own; a last turn that changed in
 any other way is reported, and the stored copy kept (turns cannot be edited).
 
+With `until` (a `time.monotonic()` deadline, as live capture gives it), `send` stops
+appending when time is up and records how far it got, so the next call goes on from there.
+
 `import_paths` is the command line of both `python -m agents.importers` and
 `manage.py import_transcript`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +34,9 @@ from agents.importers.core import ImportedSession, Problem, TranscriptError, Tur
 from agents.importers.loader import scan_path
 
 IMPORT_STATE = "import"
+# Metadata that changes with every line a live log gains: written with the import record
+# after the turns, not in a request of its own before them.
+VOLATILE_METADATA = frozenset({IMPORT_STATE, "ended_at"})
 
 
 @dataclass
@@ -39,10 +46,13 @@ class SendResult:
     skipped: int = 0
     problems: list[Problem] = field(default_factory=list)
     updated: bool = False  # goal or metadata written
+    left: int = 0  # turns not sent because time ran out (`until`)
 
     def lines(self) -> list[str]:
         """The result as printed: the key and counts, then each problem on its own line."""
         head = f"{self.key}: {_count(self.sent, 'turn')} sent, {self.skipped} skipped"
+        if self.left:
+            head += f", {self.left} left for the next call"
         if self.problems:
             head += f", {_count(len(self.problems), 'problem')}"
         return [head] + [
@@ -123,10 +133,17 @@ def _grown_tail(
     return None
 
 
-def send(client: MemoryClient, session: ImportedSession) -> SendResult:
+def _lasting(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
+
+
+def send(
+    client: MemoryClient, session: ImportedSession, *, until: float | None = None
+) -> SendResult:
     """Write the session's goal (when the server has none) and metadata first, so that
     extraction knows the session's working directory while the turns arrive; append the
-    turns the server does not have yet; then record how far the import got."""
+    turns the server does not have yet; then record how far the import got. With `until`
+    (a `time.monotonic()` deadline), stop appending when it has passed."""
     result = SendResult(key=session.key, problems=list(session.problems))
     turns = session.turns
     if not turns:
@@ -140,15 +157,15 @@ def send(client: MemoryClient, session: ImportedSession) -> SendResult:
     done, state = _stored(current, turns)
     result.skipped = done
 
-    old_metadata = (current or {}).get("metadata") or {}
-    metadata = {**old_metadata, **session.metadata}
+    on_server = (current or {}).get("metadata") or {}
+    metadata = {**on_server, **session.metadata}
     changes: dict[str, Any] = {}
     if session.goal and not (current or {}).get("goal"):
         changes["goal"] = session.goal
-    if metadata != old_metadata:
+    if _lasting(metadata) != _lasting(on_server):
         changes["metadata"] = metadata
     if changes:
-        client.put_session(session.key, **changes)
+        on_server = client.put_session(session.key, **changes)["metadata"]
         result.updated = True
 
     if state is not None:
@@ -156,14 +173,20 @@ def send(client: MemoryClient, session: ImportedSession) -> SendResult:
         if grown is not None:
             _append(client, session.key, f"{done - 1}+{state['last_turn_messages']}", grown)
             result.sent += 1
+    stored = done
     for index in range(done, len(turns)):
+        if until is not None and time.monotonic() >= until:
+            result.left = len(turns) - index
+            break
         _append(client, session.key, index, turns[index])
         result.sent += 1
+        stored = index + 1
 
-    record = _state(turns)
-    if metadata.get(IMPORT_STATE) != record:
-        client.put_session(session.key, metadata={**metadata, IMPORT_STATE: record})
-        result.updated = True
+    if stored:
+        final = {**metadata, IMPORT_STATE: _state(turns[:stored])}
+        if final != on_server:
+            client.put_session(session.key, metadata=final)
+            result.updated = True
     return result
 
 
