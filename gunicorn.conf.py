@@ -5,9 +5,17 @@ A client that declares a longer body than it sends (Content-Length: 1000000, the
 silence) would hold a worker thread until it gave up: gunicorn bounds reading the
 request line and headers, not the body. Reading the body is bounded here instead, so
 such a request is answered 408 after MEMORYAPP_BODY_TIMEOUT_SECONDS (30 by default).
+
+Keys never reach the logs: a client that cannot send headers puts its API key in the path
+(`/ams/<key>/…` for Redis Agent Memory Server's client, `/mcp/<key>`), and gunicorn logs
+the raw request line. `RedactingLogger` writes that segment as `[redacted]` in the access
+log and in every error-log line (Django redacts its own request log: api/middleware.py).
 """
 
 import os
+import re
+
+from gunicorn.glogging import Logger
 
 BODY_TIMEOUT_SECONDS = float(os.environ.get("MEMORYAPP_BODY_TIMEOUT_SECONDS", "30"))
 
@@ -19,3 +27,48 @@ def pre_request(worker, req):
     sock = getattr(req.unreader, "sock", None)
     if sock is not None and BODY_TIMEOUT_SECONDS > 0:
         sock.settimeout(BODY_TIMEOUT_SECONDS)
+
+
+# A key in the path: the segment after /ams/ or /mcp/.
+KEY_IN_PATH = re.compile(r"(/(?:ams|mcp)/)[^/?#\s\"]+")
+
+
+def redact(value):
+    """`value` with any key in a path replaced by [redacted] (text only)."""
+    return KEY_IN_PATH.sub(r"\1[redacted]", value) if isinstance(value, str) else value
+
+
+def _redacted(msg, args):
+    return (redact(msg), *(redact(a) for a in args))
+
+
+class RedactingLogger(Logger):
+    """gunicorn's logger; a key in a path is redacted from every line it writes."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        return {name: redact(value) for name, value in atoms.items()}
+
+    def critical(self, msg, *args, **kwargs):
+        super().critical(*_redacted(msg, args), **kwargs)
+
+    def error(self, msg, *args, **kwargs):
+        super().error(*_redacted(msg, args), **kwargs)
+
+    def warning(self, msg, *args, **kwargs):
+        super().warning(*_redacted(msg, args), **kwargs)
+
+    def info(self, msg, *args, **kwargs):
+        super().info(*_redacted(msg, args), **kwargs)
+
+    def debug(self, msg, *args, **kwargs):
+        super().debug(*_redacted(msg, args), **kwargs)
+
+    def exception(self, msg, *args, **kwargs):
+        super().exception(*_redacted(msg, args), **kwargs)
+
+    def log(self, lvl, msg, *args, **kwargs):
+        super().log(lvl, *_redacted(msg, args), **kwargs)
+
+
+logger_class = RedactingLogger

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "memoryapp.core",
     "memoryapp.api",
     "memoryapp.dashboard",
+    "memoryapp.ams",
 ]
 
 MIDDLEWARE = [

@@ -14,7 +14,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
-    # MCP over streamable HTTP; the key in the URL for clients that send no headers.
+    path("ams/v1/", include("memoryapp.ams.urls")),  # /ams/<key>/v1/: api/middleware.py
+    # MCP over streamable HTTP; /mcp/<key> for clients that send no headers: api/middleware.py
     path("mcp", mcp_endpoint, name="mcp"),
-    path("mcp/<str:key>", mcp_endpoint, name="mcp-with-key"),
 ]

@@ -38,6 +38,8 @@ from django.test import Client
 from django.test.client import ClientHandler
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from memoryapp.ams.api import router as ams_router
+from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.api.api import api as agent_api
 from memoryapp.core.models import (
     Agent,
@@ -490,6 +492,8 @@ TRACKED: dict[type, str | None] = {
     Subtask: "session__agent_id",
     Subtask.dependencies.through: "from_subtask__session__agent_id",
     Membership: "agent_id",
+    MemoryRecord: "agent_id",
+    RecordTag: "record__agent_id",
     CleanupRun: None,  # not any agent's
 }
 # Written on every request a key authenticates (at most once a minute), by design.
@@ -739,7 +743,15 @@ def test_dashboard_methods_are_the_tables(world: World, name: str):
 def test_the_project_mounts_only_what_the_matrix_covers():
     """A new top-level mount (an export view, another API version) needs its own rows."""
     mounted = [str(p.pattern) for p in get_resolver().url_patterns]
-    assert mounted == ["", "accounts/login/", "accounts/", "admin/", "api/v1/", *MCP_MOUNTS]
+    assert mounted == [
+        "",
+        "accounts/login/",
+        "accounts/",
+        "admin/",
+        "api/v1/",
+        "ams/v1/",
+        *MCP_MOUNTS,
+    ]
 
 
 # --- MCP over streamable HTTP ------------------------------------------------------------------
@@ -747,11 +759,11 @@ def test_the_project_mounts_only_what_the_matrix_covers():
 # is read; its tools then call the agent API with that key, whose cells are above. Here:
 # who gets an MCP session at all. "other" gets one for its own agent.
 
-MCP_MOUNTS = ["mcp", "mcp/<str:key>"]
+MCP_MOUNTS = ["mcp"]
 MCP_MATRIX = """
 method  path            variant   anon wrong revoked other own login
 POST    mcp             header    401  401   401     200   200 401
-POST    mcp/<str:key>   in-url    401  401   401     200   200 401
+POST    mcp             in-url    401  401   401     200   200 401
 """
 MCP_ROWS = _parse(MCP_MATRIX, API_COLUMNS)
 MCP_INITIALIZE = {
@@ -785,7 +797,7 @@ def test_mcp(world: World, row: Row, principal: str):
 
 
 def test_mcp_rows_are_the_mounts():
-    assert [row.path for row in MCP_ROWS] == MCP_MOUNTS
+    assert {row.path for row in MCP_ROWS} == set(MCP_MOUNTS)
 
 
 # --- the other agent's objects behind coder's name -----------------------------------------------
@@ -814,3 +826,73 @@ def test_dashboard_objects_of_another_agent_are_404(world: World, row: Row, prin
     response = send_dashboard(who, row.method, url, form)
     assert response.status_code == 404, f"{url}: {response.status_code}"
     assert everything() == before
+
+
+# --- the Redis Agent Memory Server API ---------------------------------------------------------
+# Its client sends no headers: the key is the path segment after /ams/ (anonymous and people
+# send a segment that is no key). Paths under /ams/<key>/v1; memory ids are memoryapp's
+# (`memoryapp-memory-<pk>`). Another agent's key acts on its own agent: a PUT of coder's
+# session id makes its own, a delete of coder's ids deletes nothing.
+
+AMS_MATRIX = """
+method  path                                variant   anon wrong revoked other own login
+GET     /health                             -         401  401   401     200   200 401
+GET     /working-memory/                    -         401  401   401     200   200 401
+GET     /working-memory/{session_id}        -         401  401   401     404   200 401
+PUT     /working-memory/{session_id}        -         401  401   401     200   200 401
+DELETE  /working-memory/{session_id}        -         401  401   401     200   200 401
+POST    /long-term-memory/                  -         401  401   401     200   200 401
+POST    /long-term-memory/search            -         401  401   401     200   200 401
+POST    /long-term-memory/forget            -         401  401   401     200   200 401
+GET     /long-term-memory/{memory_id}       -         401  401   401     404   200 401
+PATCH   /long-term-memory/{memory_id}       -         401  401   401     404   200 401
+DELETE  /long-term-memory                   -         401  401   401     200   200 401
+POST    /memory/prompt                      -         401  401   401     200   200 401
+"""
+AMS_ROWS = _parse(AMS_MATRIX, API_COLUMNS)
+AMS_QUERY = {"DELETE /long-term-memory": "?memory_ids={memory_id}"}
+AMS_BODY: dict[str, object] = {
+    "PUT /working-memory/{session_id}": {
+        "messages": [{"id": "m1", "role": "user", "content": "and now?"}],
+        "data": {"step": 2},
+    },
+    "POST /long-term-memory/": {"memories": [{"id": "r1", "text": "The tests use pytest."}]},
+    "POST /long-term-memory/search": {"text": "config"},
+    "POST /long-term-memory/forget": {"policy": {"max_age_days": 3650}},
+    "PATCH /long-term-memory/{memory_id}": {"topics": ["config"]},
+    "POST /memory/prompt": {
+        "query": "where is the config?",
+        "session": {"session_id": SESSION},
+        "long_term_search": {"text": "config"},
+    },
+}
+
+
+@pytest.mark.parametrize(("row", "principal"), _cells(AMS_ROWS))
+def test_ams(world: World, row: Row, principal: str):
+    who = caller(principal, world)
+    headers = dict(who.headers)
+    key = headers.pop("Authorization", "Bearer ").removeprefix("Bearer ") or "none"
+    ids = {
+        "session_id": world.mine.session.key,
+        "memory_id": f"memoryapp-memory-{world.mine.memory.pk}",
+    }
+    url = f"/ams/{key}/v1" + (row.path + AMS_QUERY.get(row.label, "")).format(**ids)
+    body = AMS_BODY.get(row.label)
+    sent = Caller(who.client, headers)
+    run_cell(
+        row,
+        principal,
+        world,
+        lambda: send_api(sent, row.method, url, None if body is None else json.dumps(body)),
+    )
+
+
+def test_every_ams_operation_has_a_row():
+    operations = {
+        (method, path)
+        for path, view in ams_router.path_operations.items()
+        for operation in view.operations
+        for method in operation.methods
+    }
+    assert {(row.method, row.path) for row in AMS_ROWS} == operations

@@ -200,3 +200,14 @@ def test_streamable_http_with_a_bearer_header_and_refusals(live_server, api_key)
         assert bad_session.status_code == 422
         # No server-sent stream: this server never calls the client.
         assert http.get(f"/mcp/{api_key}").status_code == 405
+
+
+def test_a_key_in_the_mcp_url_never_reaches_the_logs(live_server, api_key, caplog):
+    with httpx.Client(base_url=live_server.url, headers=MCP_HEADERS) as http:
+        # Logged by Django as warnings: a 422 (with the right key) and a 401 (a wrong one).
+        assert http.post(f"/mcp/{api_key}?session=..", json=INITIALIZE).status_code == 422
+        wrong = "mk_" + "x" * 40
+        assert http.post(f"/mcp/{wrong}", json=INITIALIZE).status_code == 401
+    logged = caplog.text
+    assert "/mcp/[redacted]" in logged
+    assert api_key not in logged and wrong not in logged

@@ -1,6 +1,8 @@
 """memoryapp's MCP server over streamable HTTP, served by memoryapp itself:
 
-    https://HOST/mcp/<key>            (the key in the URL, for clients that send no headers)
+    https://HOST/mcp/<key>            (the key in the URL, for clients that send no headers;
+                                       api/middleware.py moves it into the header and
+                                       keeps it out of every log)
     https://HOST/mcp                  (with `Authorization: Bearer <key>`)
 
 `?session=KEY` sets the session the session-scoped tools use when given none. The tools
@@ -53,8 +55,9 @@ def _unauthorized() -> JsonResponse:
 
 
 @csrf_exempt
-def mcp_endpoint(request: HttpRequest, key: str = "") -> HttpResponse:
-    raw_key = key or _bearer(request)
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    # /mcp/<key> arrives here as /mcp with the key as its bearer key (api/middleware.py).
+    raw_key = _bearer(request)
     try:
         api_key = ApiKeyAuth().authenticate(request, raw_key)
     except RateLimited as exc:

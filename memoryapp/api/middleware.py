@@ -1,5 +1,10 @@
 """What every API request goes through before any view sees it.
 
+- The Redis Agent Memory Server API (memoryapp/ams) takes its key in the path, since its
+  client sends no headers: `/ams/<key>/v1/…` becomes `Authorization: Bearer <key>`, is
+  routed as `/ams/v1/…`, and reads `/ams/[redacted]/v1/…` wherever the path is logged or
+  shown (Django's request log, error answers, the WSGI environ gunicorn logs from). From
+  here on /ams/ is an API path like /api/.
 - Per-address limits (too many requests, too many wrong keys): a JSON 429 with
   Retry-After, before any key is looked up (`/api/v1/health` is exempt).
 - Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
@@ -15,6 +20,7 @@ The body's content is checked by the API's parser (`JsonParser`), after authenti
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable
@@ -29,17 +35,46 @@ from ninja.parser import Parser
 from memoryapp.api.auth import client_address
 from memoryapp.core import ratelimit
 
+AMS_PREFIX = "/ams/"
+MCP_PREFIX = "/mcp/"
+# Paths whose first segment after the prefix may be an API key (see _key_from_path).
+KEYED_PREFIXES = (AMS_PREFIX, MCP_PREFIX)
+API_PREFIXES = ("/api/", AMS_PREFIX, "/mcp")
+REDACTED = "[redacted]"
+# A key in a path, where clients that send no headers put it: Redis Agent Memory
+# Server's (/ams/<key>/…) and MCP clients (/mcp/<key>). gunicorn.conf.py redacts the same
+# from gunicorn's logs.
+_KEY_IN_PATH = re.compile(r"(/(?:ams|mcp)/)[^/?#\s\"]*")
+
+
+def redact_keys(text: str) -> str:
+    return _KEY_IN_PATH.sub(r"\g<1>" + REDACTED, text)
+
+
+class RedactKeys(logging.Filter):
+    """Keeps keys in paths out of a logger's lines: the development server logs each raw
+    request line (installed on `django.server` by memoryapp/ams/apps.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_keys(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_keys(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
 
 class ApiBodyLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/") and request.path != "/api/v1/health":
+        if request.path_info.startswith(KEYED_PREFIXES):
+            _key_from_path(request)
+        if request.path.startswith(API_PREFIXES) and request.path != "/api/v1/health":
             refused = _over_address_limits(request)
             if refused is not None:
                 return refused
-        if request.path.startswith("/api/"):
+        if request.path.startswith(API_PREFIXES):
             limit = settings.MEMORYAPP_MAX_BODY_BYTES
             try:
                 declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -72,15 +107,42 @@ class ApiBodyLimitMiddleware:
         return self.get_response(request)
 
 
+def _key_from_path(request: HttpRequest) -> None:
+    """`/ams/<key>/<rest>` and `/mcp/<key>`: the key becomes the request's bearer key, the
+    request is routed as `/ams/<rest>` (`/mcp`), and its path (what Django's request log
+    and the error answers show) and the environ's copies of it read
+    `/ams/[redacted]/<rest>` (`/mcp/[redacted]`)."""
+    prefix = next(p for p in KEYED_PREFIXES if request.path_info.startswith(p))
+    key, slash, rest = request.path_info.removeprefix(prefix).partition("/")
+    script = request.path.removesuffix(request.path_info)
+    tail = slash + rest
+    shown = f"{prefix}{REDACTED}{tail}"
+    request.META["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    request.__dict__.pop("headers", None)  # request.headers is cached from META
+    request.path_info = prefix.rstrip("/") + tail
+    request.path = script + shown
+    request.META["PATH_INFO"] = shown
+    for name in ("RAW_URI", "REQUEST_URI"):
+        if name in request.META:
+            request.META[name] = redact_keys(request.META[name])
+
+
 def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     """Every API error is JSON with `detail`, also those no API view answered: an
     unknown path (Django's 404 page), a method the path does not take (a bare 405)."""
+    if request.path.startswith(AMS_PREFIX) and response.status_code in (301, 302, 307, 308):
+        # Django's redirect to the path with a slash would name the redacted path.
+        detail = (
+            f"no such endpoint: {request.method} {request.path} (did you mean {request.path}/?)"
+        )
+        return JsonResponse({"detail": detail}, status=404)
     if response.status_code < 400 or response.get("Content-Type", "").startswith(
         "application/json"
     ):
         return response
     if response.status_code == 404:
-        detail = f"no such endpoint: {request.method} {request.path} (see /api/v1/docs)"
+        guide = "the README" if request.path.startswith(AMS_PREFIX) else "/api/v1/docs"
+        detail = f"no such endpoint: {request.method} {request.path} (see {guide})"
     elif response.status_code == 405:
         detail = f"{request.method} is not allowed here; allowed: {response.get('Allow', '')}"
     else:

@@ -312,11 +312,25 @@ class Message(models.Model):
     tool_calls = models.JSONField(null=True, blank=True)
     token_count = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
+    # A client that names its messages and sends the whole list each time (Redis Agent
+    # Memory Server's, memoryapp/ams): its id for this one; when it left the client's
+    # list (the row stays, seq stays gapless); its earlier versions and removals, oldest
+    # first. Kept on the row so TTL cleanup's bulk deletes take them along.
+    client_id = models.CharField(max_length=200, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
+    revisions = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
             # History restore reads a session's newest messages backwards by seq.
             models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
+            # A client's id names one message of the session: a PUT of the whole list
+            # appends only ids not stored yet (memoryapp/ams/working.py).
+            models.UniqueConstraint(
+                fields=["session", "client_id"],
+                condition=~Q(client_id=""),
+                name="message_unique_client_id",
+            ),
         ]
         indexes = [
             # History restore keeps every system message: read them without a scan.
@@ -906,15 +920,19 @@ class Memory(models.Model):
         actor: str,
         session: Session | None = None,
         source: str = "agent",
+        merge: bool = True,
     ) -> tuple[Memory, bool]:
         """Store a fact: `(memory, created)`. The same fact again (same type, same text up
         to case, spacing and final punctuation) strengthens the active memory instead of
-        adding a copy. Call inside a transaction."""
+        adding a copy; `merge=False` adds the copy (a client that asked not to
+        deduplicate). Call inside a transaction."""
         key = cls.content_key_for(content)
         existing = (
             cls.objects.select_for_update()
             .filter(agent=agent, content_key=key, memory_type=memory_type, status=cls.Status.ACTIVE)
             .first()
+            if merge
+            else None
         )
         if existing is not None:
             before = existing.snapshot()
