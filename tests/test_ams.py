@@ -1099,3 +1099,29 @@ def test_the_forgetting_policy():
     assert pick(every, semantic, now, none) == ["old"]
     assert pick(every, forgetting.Policy(max_age_days=30), now, frozenset({"old"})) == ["ancient"]
     assert forgetting.recency(fresh, now) > forgetting.recency(idle, now)
+
+
+@live
+def test_edits_and_removals_show_in_the_api_and_on_the_session_page(ams, agent, api):
+    key = "chat-trail"
+    ams.get_or_create_working_memory(key)
+    ams.append_messages_to_working_memory(
+        key, [message("a", "user", "Deploy?"), message("b", "assistant", "make ship")]
+    )
+    whole = ams.get_working_memory(key)
+    whole.messages[1] = MemoryMessage(id="b", role="assistant", content="make release")
+    ams.put_working_memory(key, whole)
+    ams.put_working_memory(key, whole.model_copy(update={"messages": [whole.messages[1]]}))
+
+    listed = api.get(f"/api/v1/sessions/{key}/messages").json()["items"]
+    a, b = listed
+    assert a["client_id"] == "a" and a["removed_at"] is not None
+    assert [r["action"] for r in a["revisions"]] == ["remove"]
+    assert b["content"] == "make release" and b["removed_at"] is None
+    assert b["revisions"][0]["content"] == "make ship"
+
+    viewer = logged_in_member("viewer", agent, "reader")
+    page = viewer.get(f"/agents/{agent.name}/sessions/{key}/").content.decode()
+    assert page.count("removed by its client") == 1
+    assert "1 change by its client · its id b" in page
+    assert "make ship</pre>" in page  # the earlier version, escaped as text

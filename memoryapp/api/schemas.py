@@ -218,6 +218,10 @@ class HistoryMessageOut(Output):
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    # Only for messages a client named and changed (the Redis Agent Memory Server API).
+    client_id: str | None = None
+    removed_at: datetime | None = None
+    revisions: list[dict[str, Any]] | None = None
 
 
 class SummaryOut(Output):

@@ -346,4 +346,11 @@ def message_dict(message: Message) -> HistoryMessage:
         data["tool_call_id"] = message.tool_call_id
     if message.tool_calls:
         data["tool_calls"] = message.tool_calls
+    # Written by clients that name their messages and send the whole list (memoryapp/ams).
+    if message.client_id:
+        data["client_id"] = message.client_id
+    if message.removed_at is not None:
+        data["removed_at"] = message.removed_at.isoformat()
+    if message.revisions:
+        data["revisions"] = message.revisions
     return data

@@ -46,6 +46,11 @@ class HistoryMessage(TypedDict):
     name: NotRequired[str]
     tool_call_id: NotRequired[str]
     tool_calls: NotRequired[list[dict[str, Any]]]
+    # A client's own id for the message, when it left the client's list, and its earlier
+    # versions, removals and restorations ({"action", "at", "actor", ...}), oldest first.
+    client_id: NotRequired[str]
+    removed_at: NotRequired[str]
+    revisions: NotRequired[list[dict[str, Any]]]
 
 
 class History(TypedDict):
