@@ -75,3 +75,19 @@ def test_seed_demo_imports_the_shipped_transcripts_through_the_api(keep_connecti
 def test_migrations_match_the_models():
     # Exits non-zero (SystemExit) when a model change has no migration.
     call_command("makemigrations", "--check", "--dry-run", stdout=StringIO())
+
+
+@pytest.mark.django_db
+def test_every_full_text_table_follows_its_source_table():
+    """On SQLite, search indexes are FTS5 tables kept by triggers; a migration that rebuilds
+    a source table (as SQLite does for many schema changes) drops its triggers, and search
+    silently stops finding new rows."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only: PostgreSQL's GIN indexes are on the tables themselves")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        triggers = {name for (name,) in cursor.fetchall()}
+    for fts in ("core_message_fts", "core_finding_fts", "core_memory_fts"):
+        assert {f"{fts}_ai", f"{fts}_ad", f"{fts}_au"} <= triggers, fts
