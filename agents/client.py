@@ -481,6 +481,21 @@ class _Operations:
             body["session"] = session
         return self._send(Call("POST", "/tools/call", json=body))
 
+    # export and import (a session's or the whole agent's document; see memoryapp/core/export.py)
+    def export_session(self, key: str) -> Any:
+        return self._send(Call("GET", _session(key) + "/export", repeatable=True))
+
+    def export_agent(self) -> Any:
+        return self._send(Call("GET", "/agent/export", repeatable=True))
+
+    def import_export(
+        self, document: JSON, *, session: str | None = None, replace: bool = False
+    ) -> Any:
+        """Recreate what an export holds in this agent. Not repeatable: a retry of an import
+        that went through is a 409."""
+        params = _drop_none(session=session, replace="true" if replace else None)
+        return self._send(Call("POST", "/import", params=params, json=document))
+
     def search(
         self, q: str, kind: str | None = None, limit: int = 20, cursor: str | None = None
     ) -> Any:

@@ -61,6 +61,7 @@ from memoryapp.core.models import (
 )
 from memoryapp.dashboard.models import Membership
 from tests.conftest import ApiClient, logged_in_member, turn
+from tests.test_export import COMPLETE_DOCUMENT
 
 pytestmark = pytest.mark.django_db
 
@@ -140,6 +141,9 @@ POST    /tools/call                             forget    401  401   401     200
 POST    /tools/call                             recall    401  401   401     200   200 401
 POST    /tools/call                             remember  401  401   401     404   200 401
 GET     /search                                 -         401  401   401     200   200 401
+GET     /sessions/{key}/export                  -         401  401   401     404   200 401
+GET     /agent/export                           -         401  401   401     200   200 401
+POST    /import                                 -         401  401   401     201   201 401
 """
 API_COLUMNS = {
     "anon": (ANON,),
@@ -174,6 +178,8 @@ API_BODY: dict[str, object] = {
     "POST /tools/call forget": {"name": "forget", "arguments": {"memory_id": None}},
     # recall: words of coder's memory, not the canary (the answer may echo the query).
     "POST /tools/call recall": {"name": "recall", "arguments": {"query": "settings config"}},
+    # Into the key's own agent: another agent's key imports into its own, never coder's.
+    "POST /import": COMPLETE_DOCUMENT,
     "POST /tools/call remember": {
         "name": "remember",
         "arguments": {"content": "The tests run with pytest."},
@@ -543,7 +549,8 @@ def run_cell(row: Row, principal: str, world: World, send: Callable[[], HttpResp
     coder_before = coders(world.agent) if principal == OTHER_KEY else None
     response = send()
     got = outcome(response)
-    body = response.content.decode(errors="replace")
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    body = content.decode(errors="replace")
     assert got == expected, (
         f"{row.label} as {principal}: expected {expected}, got {got}\n{body[:500]}"
     )

@@ -44,6 +44,7 @@ from agents import tools as memory_tools
 from memoryapp.api.api import api as ninja_api
 from memoryapp.core.models import ApiKey
 from tests.conftest import ApiClient, turn
+from tests.test_export import COMPLETE_DOCUMENT
 
 pytestmark = pytest.mark.django_db
 BASE = "/api/v1"
@@ -164,6 +165,19 @@ WRITES = [
         params={"key": "fresh"},
     ),
     Write(
+        "POST",
+        "/sessions/{key}/turns",
+        {
+            "messages": [{"role": "tool", "content": "Known: none", "tool_call_id": "call_9"}],
+            "tool_calls": [
+                {"tool": "grep", "query": "x", "call_id": "call_9", "known_from": Ref("finding")}
+            ],
+        },
+        status=201,
+        label="a call skipped as known",
+        id_fields=(("tool_calls", "[]", "known_from"),),
+    ),
+    Write(
         "PUT",
         "/sessions/{key}/context-items/{name}",
         {"value": {"path": "lib/app.ex", "lines": [1, 2]}, "source": "explicit", "confidence": 0.9},
@@ -249,6 +263,30 @@ WRITES = [
         id_fields=(("dependencies", "[]"),),
     ),
     Write("PATCH", "/sessions/{key}/subtasks/{subtask_id}", {"title": "Fix it", "status": "done"}),
+    # An export with every field (tests/test_export.py). Its ids are the source database's:
+    # `bigint`, like every id.
+    Write(
+        "POST",
+        "/import",
+        COMPLETE_DOCUMENT,
+        status=201,
+        key_fields=(
+            ("sessions", 0, "key"),
+            ("sessions", 0, "context_items", 0, "key"),
+        ),
+        id_fields=(
+            ("sessions", "[]", "turns", "[]", "calls", "[]", "id"),
+            ("sessions", "[]", "turns", "[]", "calls", "[]", "finding"),
+            ("sessions", "[]", "findings", "[]", "id"),
+            ("sessions", "[]", "findings", "[]", "tool_call"),
+            ("sessions", "[]", "subtasks", "[]", "id"),
+            ("sessions", "[]", "subtasks", "[]", "dependencies", "[]"),
+            ("sessions", "[]", "memories", "[]", "id"),
+            ("sessions", "[]", "memories", "[]", "superseded_by"),
+            ("sessions", "[]", "memories", "[]", "history", "[]", "after", "superseded_by"),
+            ("memories", "[]", "id"),
+        ),
+    ),
     Write("DELETE", "/sessions/{key}/subtasks/{subtask_id}", status=204),
 ]
 
@@ -271,7 +309,9 @@ def world(api: ApiClient) -> dict[str, int]:
         )
     )
     ok(api.put(f"{BASE}/sessions/s/context-items/item", {"value": "lib/app.ex"}))
-    ok(api.post(f"{BASE}/sessions/s/findings", {"tool": "grep", "query": "x", "fact": "none"}))
+    finding = ok(
+        api.post(f"{BASE}/sessions/s/findings", {"tool": "grep", "query": "x", "fact": "none"})
+    )
     memory = ok(api.post(f"{BASE}/memories", {"content": "The parser splits on dots"}))
     archived = ok(api.post(f"{BASE}/memories", {"content": "Use tabs"}))
     ok(api.delete(f"{BASE}/memories/{archived['memory']['id']}"), status=(204,))
@@ -280,6 +320,7 @@ def world(api: ApiClient) -> dict[str, int]:
         "memory": memory["memory"]["id"],
         "archived": archived["memory"]["id"],
         "subtask": subtask["id"],
+        "finding": finding["finding"]["id"],
     }
 
 

@@ -259,7 +259,7 @@ def test_the_async_client_has_every_method_of_the_sync_one():
     public = {n for n in dir(MemoryClient) if not n.startswith("_")} - {"close", "retry"}
     for name in public:
         method = getattr(AsyncMemoryClient, name)
-        if name in ("sessions", "turns"):
+        if name in ("sessions", "messages", "turns"):
             assert inspect.isasyncgenfunction(method), name
         elif name == "findings":
             assert inspect.iscoroutinefunction(method), name
@@ -307,6 +307,9 @@ EVERY_CALL = [
     ("tools", (), {}),
     ("call_tool", ("recall", {"query": "x"}), {}),
     ("search", ("q",), {}),
+    ("export_session", ("s",), {}),
+    ("export_agent", (), {}),
+    ("import_export", ({"format": "memoryapp-export"},), {}),
 ]
 
 

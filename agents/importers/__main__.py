@@ -22,10 +22,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key", required=True, help="the agent's API key")
     parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     parser.add_argument("--session", help="session key (default: taken from the file's name)")
+    parser.add_argument(
+        "--replace", action="store_true", help="an export replaces sessions with the same key"
+    )
     args = parser.parse_args(argv)
     try:
         with MemoryClient(args.url, args.key) as client:
-            return import_paths(client, args.paths, format=args.format, session_key=args.session)
+            return import_paths(
+                client,
+                args.paths,
+                format=args.format,
+                session_key=args.session,
+                replace=args.replace,
+            )
     except TranscriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,10 @@ Claude Code events, OpenHands events or runs, or OpenAI-style documents; JSON th
 SWE-agent trajectory, an OpenHands event list, or an OpenAI-style/ToolBench document;
 markdown with aider's `# aider chat started at` headers. A file that fits none is an
 `UnknownFormat` error naming it.
+
+A memoryapp export (`{"format": "memoryapp-export", ...}`, see `agents.importers.export`)
+is recognised too, but it is not read into turns: it goes whole to `POST /api/v1/import`,
+which recreates it exactly. `scan_path` lists such files in `exports`.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.importers import aider, claude_code, openai, openhands, swe_agent
+from agents.importers import aider, claude_code, export, openai, openhands, swe_agent
 from agents.importers.core import ImportedSession, TranscriptError, finalize, session_key
 
-FORMATS = ("claude-code", "swe-agent", "openai", "openhands", "aider")
+EXPORT = export.FORMAT
+FORMATS = ("claude-code", "swe-agent", "openai", "openhands", "aider", EXPORT)
 ALIASES = {"toolbench": "openai", "toolllama": "openai"}
 CANDIDATE_SUFFIXES = frozenset({".jsonl", ".json", ".traj", ".md", ".markdown"})
 SNIFF_LINES = 50
@@ -28,14 +33,20 @@ class UnknownFormat(TranscriptError):
     """A readable file that is in none of the formats the importers know."""
 
 
+class ExportFile(TranscriptError):
+    """A memoryapp export: imported whole (`agents.importers.export`), not as turns."""
+
+
 @dataclass
 class PathImport:
     """What reading a file or a folder gave: sessions, files that are not transcripts
-    (`skipped`) and files that could not be read at all (`failed`), each with a reason."""
+    (`skipped`), files that could not be read at all (`failed`), each with a reason, and
+    memoryapp exports (`exports`: sent whole with `agents.importers.export`)."""
 
     sessions: list[ImportedSession] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     failed: list[tuple[Path, str]] = field(default_factory=list)
+    exports: list[Path] = field(default_factory=list)
 
 
 def _unknown(path: Path) -> UnknownFormat:
@@ -77,6 +88,8 @@ def _sniff_lines(path: Path) -> str | None:
 
 
 def _sniff_document(data: Any) -> str | None:
+    if export.is_document(data):
+        return EXPORT
     if swe_agent.is_document(data):
         return "swe-agent"
     if openhands.is_document(data):
@@ -132,6 +145,11 @@ def _canonical(format: str) -> str:
 def _load(
     path: Path, format: str, key: str | None, data: Any, index: claude_code.SubagentIndex
 ) -> tuple[list[ImportedSession], list[Path]]:
+    if format == EXPORT:
+        raise ExportFile(
+            f"{path}: a memoryapp export; it is imported whole (manage.py import_transcript, "
+            "python -m agents.importers.export), not read into turns"
+        )
     if format == "claude-code":  # a subagent's log is named after its parent session
         return claude_code.load(path, key, index)
     key = key or session_key(path.stem)
@@ -225,6 +243,8 @@ def scan_path(path: str | Path, format: str = "auto", session_key: str | None = 
     if not path.is_dir():
         try:
             result.sessions = _read(path, format, session_key, index)[0]
+        except ExportFile:
+            result.exports.append(path)
         except (TranscriptError, OSError) as exc:
             result.failed.append((path, str(exc)))
         return result
@@ -239,6 +259,9 @@ def scan_path(path: str | Path, format: str = "auto", session_key: str | None = 
             continue
         try:
             sessions, consumed = _read(file, format, keys.get(file), index)
+        except ExportFile:
+            result.exports.append(file)
+            continue
         except UnknownFormat as exc:
             result.skipped.append((file, str(exc)))
             continue

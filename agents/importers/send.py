@@ -31,6 +31,7 @@ import httpx
 
 from agents.client import ApiError, MemoryClient
 from agents.importers.core import ImportedSession, Problem, TranscriptError, TurnBody, digest
+from agents.importers.export import import_exports
 from agents.importers.loader import scan_path
 
 IMPORT_STATE = "import"
@@ -196,11 +197,13 @@ def import_paths(
     *,
     format: str = "auto",
     session_key: str | None = None,
+    replace: bool = False,
     write: Callable[[str], None] = print,
 ) -> int:
     """Import files and folders, printing one result per session; the exit status: 1 when
     a file could not be read at all or the server refused a turn, else 0 (lines that could
-    not be read are reported and skipped, never fatal)."""
+    not be read are reported and skipped, never fatal). Memoryapp exports among them are
+    sent whole (`agents.importers.export`; `replace`: over sessions with the same key)."""
     if session_key and (len(paths) != 1 or Path(paths[0]).is_dir()):
         raise TranscriptError("--session names one session: give exactly one file")
     status = 0
@@ -223,4 +226,8 @@ def import_paths(
                 return 1
             for line in result.lines():
                 write(line)
+        if found.exports:
+            status |= import_exports(
+                client, found.exports, session_key=session_key, replace=replace, write=write
+            )
     return status

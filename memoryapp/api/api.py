@@ -81,6 +81,7 @@ api.add_exception_handler(Exception, _internal_error)
 from memoryapp.api import (  # noqa: E402  (the routers use the handlers above)
     agent,
     context,
+    export,
     findings,
     memories,
     search,
@@ -96,6 +97,7 @@ ROUTERS = (
     tools.router,
     search.router,
     agent.router,
+    export.router,
 )
 
 
