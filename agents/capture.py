@@ -206,6 +206,9 @@ class Capture:
     unchanged: bool = False
     busy: bool = False
     error: str | None = None
+    # The error is the server's, not this log's (unreachable, 5xx, 429, a wrong key):
+    # other logs would meet it too.
+    server_down: bool = False
 
     @property
     def sent(self) -> int:
@@ -348,9 +351,11 @@ def capture_file(
                     return outcome
         except ApiError as exc:
             outcome.error = f"the server refused it ({exc})"
+            outcome.server_down = exc.status_code >= 500 or exc.status_code in (401, 429)
             return outcome
         except httpx.HTTPError as exc:
             outcome.error = f"cannot reach {target.url} ({exc or type(exc).__name__})"
+            outcome.server_down = True
             return outcome
         _write_state(
             state_path,

@@ -491,8 +491,10 @@ class _Operations:
     def import_export(
         self, document: JSON, *, session: str | None = None, replace: bool = False
     ) -> Any:
-        """Recreate what an export holds in this agent. Not repeatable: a retry of an import
-        that went through is a 409."""
+        """Recreate what an export holds in this agent. Never retried after it may have
+        reached the server: an import that went through and is sent again is a 409 for its
+        sessions, but with `replace=True`, or for a document of memories only, it would
+        store them a second time."""
         params = _drop_none(session=session, replace="true" if replace else None)
         return self._send(Call("POST", "/import", params=params, json=document))
 
@@ -503,10 +505,12 @@ class _Operations:
         return self._send(Call("GET", "/search", params=params, repeatable=True))
 
 
-def _http_options(base_url: str, api_key: str, timeout: float | httpx.Timeout) -> dict[str, Any]:
+def _http_options(
+    base_url: str, api_key: str, timeout: float | httpx.Timeout, headers: dict[str, str] | None
+) -> dict[str, Any]:
     return {
         "base_url": base_url.rstrip("/") + "/api/v1",
-        "headers": {"Authorization": f"Bearer {api_key}"},
+        "headers": {**(headers or {}), "Authorization": f"Bearer {api_key}"},
         "timeout": timeout,
     }
 
@@ -524,9 +528,12 @@ class MemoryClient(_Operations):
         retries: int = 2,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy(retries=retries)
-        self._http = httpx.Client(**_http_options(base_url, api_key, timeout), transport=transport)
+        self._http = httpx.Client(
+            **_http_options(base_url, api_key, timeout, headers), transport=transport
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -607,10 +614,11 @@ class AsyncMemoryClient(_Operations):
         retries: int = 2,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy(retries=retries)
         self._http = httpx.AsyncClient(
-            **_http_options(base_url, api_key, timeout), transport=transport
+            **_http_options(base_url, api_key, timeout, headers), transport=transport
         )
 
     async def aclose(self) -> None:

@@ -135,6 +135,9 @@ class Watcher:
             except OSError as exc:  # the state folder, or a file gone meanwhile
                 self.write(f"{path}: {exc}")
                 continue
+            if outcome.error and not outcome.server_down:
+                self.write(outcome.line())  # this log's problem: the others go on
+                continue
             if outcome.error:
                 if not self.server_down:
                     self.write(outcome.line())

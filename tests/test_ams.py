@@ -848,6 +848,17 @@ def test_bad_requests_are_refused_and_change_nothing(ams, settings):
         ("PUT", "/v1/working-memory/new?model_name=gpt-99", {}, 422),
         ("PUT", "/v1/working-memory/new?limt=3", {}, 422),
         ("PUT", "/v1/working-memory/taken", {"namespace": "b"}, 409),
+        ("PUT", "/v1/working-memory/new", {"data": {f"k{i}": i for i in range(101)}}, 422),
+        (
+            "PUT",
+            "/v1/working-memory/taken",  # an edit of the stored one, then too many new ones
+            {
+                "namespace": "a",
+                "messages": [{"id": "x", "role": "user", "content": "edited"}]
+                + [{**ok_message, "id": f"n{i}"} for i in range(1001)],
+            },
+            422,
+        ),
         (
             "PUT",
             "/v1/working-memory/new",
@@ -1125,3 +1136,20 @@ def test_edits_and_removals_show_in_the_api_and_on_the_session_page(ams, agent, 
     assert page.count("removed by its client") == 1
     assert "1 change by its client · its id b" in page
     assert "make ship</pre>" in page  # the earlier version, escaped as text
+
+
+@live
+def test_a_replacement_the_client_already_names_keeps_its_own_id(ams):
+    ams.create_long_term_memory(
+        [
+            ClientMemoryRecord(id="p1", text="The build uses make"),
+            ClientMemoryRecord(id="p2", text="The build uses just"),
+        ]
+    )
+    old = Memory.objects.get(content="The build uses make")
+    new = Memory.objects.get(content="The build uses just")
+    # Replaced outside this API by a memory that has a record of its own already.
+    Memory.objects.filter(pk=old.pk).update(status=Memory.Status.SUPERSEDED, superseded_by=new)
+    assert ams.get_long_term_memory("p2").text == "The build uses just"  # not a 500
+    assert MemoryRecord.objects.get(record_id="p1").memory_id == old.pk
+    assert MemoryRecord.objects.get(record_id="p2").memory_id == new.pk

@@ -603,3 +603,34 @@ def test_watch_follows_a_growing_log_and_stops_cleanly_on_ctrl_c(server, tmp_pat
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert stdout.strip().splitlines()[-1] == "stopped"
+
+
+def test_a_log_the_server_refuses_does_not_hold_the_others_back(tmp_path, monkeypatch):
+    """A 4xx is about that log (too large, say): the pass goes on with the next ones; an
+    unreachable server (or a 5xx, 429, 401) stops the pass, since every log would meet it."""
+    from agents import watch as watch_module
+    from agents.capture import Capture
+    from agents.importers.send import SendResult
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        shutil.copy(COVERAGE, folder / name)
+    outcomes = {
+        "a.jsonl": Capture(folder / "a.jsonl", error="the server refused it (413)"),
+        "b.jsonl": Capture(folder / "b.jsonl", results=[SendResult("b", sent=2)]),
+        "c.jsonl": Capture(folder / "c.jsonl", error="cannot reach it", server_down=True),
+    }
+    asked: list[str] = []
+
+    def capture_file(client, target, path, **options):
+        asked.append(path.name)
+        return outcomes[path.name]
+
+    monkeypatch.setattr(watch_module, "capture_file", capture_file)
+    said: list[str] = []
+    watcher = watch_module.Watcher(None, None, folder, state_dir=tmp_path / "s", write=said.append)
+    assert watcher.run_once() == 2
+    assert asked == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    assert "413" in said[0] and "cannot reach" in said[-1]
+    assert watcher.server_down

@@ -173,3 +173,15 @@ def test_an_unknown_format_is_a_clear_error_and_stores_nothing(tmp_path):
     assert not ApiKey.objects.filter(agent__name="unknown").exists()
     with pytest.raises(CommandError, match="must be a slug"):
         run(notes, "--agent", "Not A Slug")
+
+
+def test_the_commands_reach_the_api_under_production_settings(settings):
+    """In process, the request must pass the server's own checks: with DEBUG off,
+    "localhost" is not an allowed host, and http is redirected to https."""
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["memory.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    out = run(CLAUDE / "coverage-test-fix.jsonl", "--agent", "claude")
+    assert "turns sent" in out
+    assert stored("claude")[1] > 0

@@ -211,3 +211,31 @@ def test_a_key_in_the_mcp_url_never_reaches_the_logs(live_server, api_key, caplo
     logged = caplog.text
     assert "/mcp/[redacted]" in logged
     assert api_key not in logged and wrong not in logged
+
+
+def test_streamable_http_under_production_settings(settings, api, api_key):
+    """The tools call the API in process with the outer request's scheme and host: with
+    DEBUG off behind a TLS proxy, "http://localhost" would be refused or redirected."""
+    from django.test import Client
+
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["memory.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "Prod works", "session": "run-1"}},
+    }
+    answer = Client().post(
+        f"/mcp/{api_key}",
+        call,
+        content_type="application/json",
+        headers={**MCP_HEADERS, "Host": "memory.example.com", "X-Forwarded-Proto": "https"},
+    )
+    assert answer.status_code == 200, answer.content
+    result = answer.json()["result"]
+    assert not result["isError"], result
+    assert Memory.objects.get().content == "Prod works"

@@ -29,6 +29,9 @@ class MemoryRecordQuerySet(models.QuerySet):
                 .filter(
                     memory__status=Memory.Status.SUPERSEDED, memory__superseded_by__isnull=False
                 )
+                # A replacement the client already names keeps its own record (two ids
+                # for one memory would break the one-to-one link: every call a 500).
+                .exclude(memory__superseded_by__ams_record__isnull=False)
                 .update(memory_id=Subquery(replacement[:1]))
             )
             if not moved:

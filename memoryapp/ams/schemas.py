@@ -7,6 +7,7 @@ server's (`eq`, `ne`, `any`, `all`; `gt`, `lt`, `between` for dates)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -27,6 +28,9 @@ MEMORY_ID_PREFIX = "memoryapp-memory-"
 MAX_FUTURE = timedelta(seconds=300)
 MAX_WORKING_MESSAGES = 10_000
 MAX_RECORDS = 1000
+# Each data key is a working-context item written with its history: a PUT holds the
+# session's lock while it writes them.
+MAX_DATA_KEYS = 100
 
 AmsType = Literal["episodic", "semantic", "message"]
 Role = Literal["system", "user", "assistant", "tool"]
@@ -96,9 +100,9 @@ class RecordIn(InputSchema):
 
 
 def _distinct_ids(items: list, what: str) -> list:
-    ids = [item.id for item in items]
-    if len(ids) != len(set(ids)):
-        twice = sorted({i for i in ids if ids.count(i) > 1})
+    counted = Counter(item.id for item in items)
+    if len(counted) != len(items):
+        twice = sorted(i for i, n in counted.items() if n > 1)
         raise ValueError(f"each {what} id appears once; twice: {', '.join(twice[:5])}")
     return items
 
@@ -138,6 +142,8 @@ class WorkingMemoryIn(InputSchema):
     @field_validator("data")
     @classmethod
     def _data_storable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(value) > MAX_DATA_KEYS:
+            raise ValueError(f"data has {len(value)} keys; at most {MAX_DATA_KEYS}")
         for key, item in (value or {}).items():
             check_name(DATA_ITEM_PREFIX + key, f"data key {key[:40]!r} (as {DATA_ITEM_PREFIX}key)")
             if item is None:

@@ -40,6 +40,7 @@ from memoryapp.ams.schemas import (
     WorkingMemoryIn,
 )
 from memoryapp.ams.windows import context_percentages, window_for
+from memoryapp.api.schemas import MAX_MESSAGES_PER_TURN
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, lock_session
 from memoryapp.core.models import Agent, ContextItem, Message, Session
 from memoryapp.core.summaries import summarize_pruned
@@ -182,6 +183,13 @@ def _sync_messages(
     if token_change:
         session.token_count += token_change
         session.save(update_fields=["token_count"])
+    if len(new) > MAX_MESSAGES_PER_TURN:
+        # They are appended as one turn, which the agent API bounds the same way.
+        raise HttpError(
+            422,
+            f"{len(new)} new messages in one PUT; at most {MAX_MESSAGES_PER_TURN}: "
+            "send the working memory in parts",
+        )
     if new:
         answer, _ = append_turn(
             agent,

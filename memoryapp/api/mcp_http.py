@@ -24,17 +24,13 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
-from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents.client import MemoryClient
 from agents.mcp_server import build_server
-from memoryapp.api.auth import ApiKeyAuth, RateLimited
+from memoryapp.api import inprocess
+from memoryapp.api.auth import ApiKeyAuth, RateLimited, client_address
 from memoryapp.api.schemas import check_session_key
-
-_inner = WSGIHandler()
 
 
 def _bearer(request: HttpRequest) -> str:
@@ -94,8 +90,14 @@ async def _serve(
     """One request through the SDK's stateless streamable-HTTP transport."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    transport = httpx.WSGITransport(app=_inner)
-    client = MemoryClient("http://localhost", raw_key, transport=transport, retries=0)
+    # The outer request's scheme and host (they passed this server's checks) and address
+    # (the API's per-address limits count the MCP client, not this process).
+    client = inprocess.client(
+        raw_key,
+        url=f"{request.scheme}://{request.get_host()}",
+        remote_addr=client_address(request),
+        retries=0,
+    )
     server = build_server(client, session)
     # Host and Origin are Django's to check (ALLOWED_HOSTS); no cookies are involved.
     server.streamable_http_app(

@@ -15,16 +15,14 @@ export given: the files are the operator's, on the server's own host.
 import logging
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.core.wsgi import get_wsgi_application
 from django.utils.text import slugify
 
-from agents.client import MemoryClient
 from agents.importers import EXPORT, FORMATS, TranscriptError, import_paths
 from agents.importers.export import looks_like_export
 from agents.importers.loader import CANDIDATE_SUFFIXES
+from memoryapp.api import inprocess
 from memoryapp.core.models import Agent, ApiKey
 
 
@@ -72,7 +70,6 @@ class Command(BaseCommand):
         exports = export_files(paths, format)
         owner, _ = Agent.objects.get_or_create(name=agent)
         key_row, raw_key = ApiKey.issue(owner, name="import_transcript")
-        transport = httpx.WSGITransport(app=get_wsgi_application())
         # Asking for a session not imported yet is a 404 by design: not worth a warning.
         request_log = logging.getLogger("django.request")
         level = request_log.level
@@ -84,7 +81,7 @@ class Command(BaseCommand):
             limits[0], 2 * largest + 1024
         )
         try:
-            with MemoryClient("http://localhost", raw_key, transport=transport) as client:
+            with inprocess.client(raw_key) as client:
                 status = import_paths(
                     client,
                     paths,

@@ -4,12 +4,10 @@ in process, with an API key that exists only while it runs (agents/mcp_server.py
 from __future__ import annotations
 
 import anyio
-import httpx
 from django.core.management.base import BaseCommand, CommandError
-from django.core.wsgi import get_wsgi_application
 
-from agents.client import MemoryClient
 from agents.mcp_server import build_server
+from memoryapp.api import inprocess
 from memoryapp.core.models import Agent, ApiKey
 
 
@@ -25,9 +23,8 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"no agent named {agent!r} (python manage.py create_agent)")
         key_row, raw_key = ApiKey.issue(owner, name="mcp")
-        transport = httpx.WSGITransport(app=get_wsgi_application())
         try:
-            with MemoryClient("http://localhost", raw_key, transport=transport) as client:
+            with inprocess.client(raw_key) as client:
                 anyio.run(build_server(client, session).run_stdio_async)
         finally:
             key_row.delete()

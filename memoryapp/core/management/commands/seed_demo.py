@@ -29,16 +29,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
-from django.core.wsgi import get_wsgi_application
 from django.db import transaction
 from django.utils import timezone
 
-from agents.client import MemoryClient
 from agents.importers import load_transcript, send
+from memoryapp.api import inprocess
 from memoryapp.core import workers
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import (
@@ -305,8 +303,7 @@ class Command(BaseCommand):
     # --- conversations -------------------------------------------------------------------
 
     def _import(self, agent: Agent, raw_key: str) -> None:
-        transport = httpx.WSGITransport(app=get_wsgi_application())
-        with MemoryClient("http://localhost", raw_key, transport=transport) as client:
+        with inprocess.client(raw_key) as client:
             for path in sorted(DEMO_DIR.glob("*/*")):
                 if path.suffix not in (".traj", ".json", ".jsonl"):
                     continue

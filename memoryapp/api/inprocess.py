@@ -1,0 +1,40 @@
+"""The agent API called from inside this process (management commands, the MCP endpoint):
+`agents.client.MemoryClient` over an `httpx.WSGITransport`, so every write takes the path
+agents' writes take, with its validation and limits.
+
+The request must pass this server's own checks: its Host one of ALLOWED_HOSTS (with
+DEBUG off, "localhost" is refused), https when the server redirects http to https, and,
+behind a proxy that says so in a header (SECURE_PROXY_SSL_HEADER), that header too."""
+
+from __future__ import annotations
+
+import httpx
+from django.conf import settings
+from django.core.handlers.wsgi import WSGIHandler
+
+from agents.client import MemoryClient
+
+_app = WSGIHandler()
+
+
+def base_url() -> str:
+    """A URL of this server its own settings accept."""
+    hosts = [h.lstrip(".") for h in settings.ALLOWED_HOSTS if h and "*" not in h]
+    host = hosts[0] if hosts else "localhost"
+    scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
+    return f"{scheme}://{host}"
+
+
+def client(
+    raw_key: str, *, url: str | None = None, remote_addr: str = "127.0.0.1", **options
+) -> MemoryClient:
+    """A client of this process's API with `raw_key`. `url`: the scheme and host to send
+    (default `base_url()`); `remote_addr`: the address the API's limits count against."""
+    url = url or base_url()
+    headers = {}
+    proxy_header = settings.SECURE_PROXY_SSL_HEADER
+    if proxy_header and url.startswith("https:"):
+        name, value = proxy_header
+        headers[name.removeprefix("HTTP_").replace("_", "-")] = value
+    transport = httpx.WSGITransport(app=_app, remote_addr=remote_addr)
+    return MemoryClient(url, raw_key, transport=transport, headers=headers, **options)
