@@ -1,4 +1,5 @@
-"""The agent a key belongs to: its settings (TTL, pruning limits, token budgets)."""
+"""The agent a key belongs to: its settings (TTL, pruning limits, token budgets), in the
+one shape its export writes too (`core.export.agent_settings`)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,15 @@ from ninja.errors import HttpError
 
 from memoryapp.api.common import READ, WRITE, agent_of
 from memoryapp.api.schemas import AgentOut, AgentPatch
-from memoryapp.core.models import Agent
+from memoryapp.core.export import agent_settings
 from memoryapp.lib import tokens
 
 router = Router(tags=["agent"])
 
 
-def _agent_out(agent: Agent) -> dict:
-    return {
-        "name": agent.name,
-        "ttl_seconds": agent.ttl_seconds,
-        "max_messages": agent.max_messages,
-        "token_budget": agent.token_budget,
-        "encoding": agent.encoding,
-        "system_budget": agent.system_budget,
-        "conversation_budget": agent.conversation_budget,
-        "working_budget": agent.working_budget,
-        "long_term_budget": agent.long_term_budget,
-        "default_conversation_budget": agent.default_conversation_budget(),
-    }
-
-
 @router.get("/agent", response={200: AgentOut, **READ})
 def get_agent(request: HttpRequest):
-    return _agent_out(agent_of(request))
+    return agent_settings(agent_of(request))
 
 
 @router.patch("/agent", response={200: AgentOut, **WRITE})
@@ -47,4 +33,4 @@ def patch_agent(request: HttpRequest, payload: AgentPatch):
         setattr(agent, name, value)
     if changes:
         agent.save(update_fields=[*changes, "updated_at"])
-    return _agent_out(agent)
+    return agent_settings(agent)
