@@ -1401,7 +1401,16 @@ BAD = [
         lambda d: d.update(scope="agent") or d["agent"].update(encoding="no_such_encoding"),
         ["body", "payload", "agent", "encoding"],
     ),
+    ("replacement loop", lambda d: _loop_replacements(d), ["body", "payload", "memories"]),
 ]
+
+
+def _loop_replacements(document: dict) -> None:
+    """The replacement of a revised memory says it was replaced by the old one."""
+    memories = [m for s in document["sessions"] for m in s["memories"]] + document["memories"]
+    replaced = next(m for m in memories if m["superseded_by"] is not None)
+    newer = next(m for m in memories if m["id"] == replaced["superseded_by"])
+    newer["superseded_by"] = replaced["id"]
 
 
 @pytest.mark.parametrize("name, change, loc", BAD, ids=[b[0] for b in BAD])

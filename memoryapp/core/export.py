@@ -708,12 +708,28 @@ def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc,
             _check_memory(("sessions", i, "memories", j), memory, problems, memory_ids)
     for j, memory in enumerate(document["memories"]):
         _check_memory(("memories", j), memory, problems, memory_ids)
+    _check_replacement_chains(memories, problems)
     if document["scope"] == "agent":
         try:
             tokens.get_encoding(document["agent"]["encoding"])
         except tokens.EncodingUnavailable as exc:
             problems.add(("agent", "encoding"), str(exc))
     return list(problems)
+
+
+def _check_replacement_chains(memories: list[MemoryExport], problems: _Problems) -> None:
+    """A memory is replaced by a newer one, never (through others) by itself: revising
+    makes chains, and a loop is a document no server wrote."""
+    replaced_by = {m["id"]: m["superseded_by"] for m in memories}
+    for start in replaced_by:
+        seen = {start}
+        current = replaced_by.get(start)
+        while current is not None:
+            if current in seen:
+                problems.add(("memories",), f"memory {start} is replaced by itself (a loop)")
+                return
+            seen.add(current)
+            current = replaced_by.get(current)
 
 
 def _check_memory(at: Loc, memory: MemoryExport, problems: _Problems, memory_ids: set) -> None:
