@@ -273,6 +273,7 @@ WRITES = [
         key_fields=(
             ("sessions", 0, "key"),
             ("sessions", 0, "context_items", 0, "key"),
+            ("sessions", 0, "memories", 1, "ams", "working_memory"),
         ),
         id_fields=(
             ("sessions", "[]", "turns", "[]", "calls", "[]", "id"),

@@ -36,6 +36,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.importers import EXPORT, ExportFile, detect_format, load_transcript, scan_path
+from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.api import export as export_api
 from memoryapp.api import schemas
 from memoryapp.core import export, shapes, workers
@@ -76,6 +77,8 @@ TABLES = (
     Subtask.dependencies.through,
     Memory,
     MemoryEvent,
+    MemoryRecord,
+    RecordTag,
 )
 
 
@@ -131,6 +134,8 @@ def normalized(document: dict) -> dict:
     for m in memories:
         m["id"] = memory[m["id"]]
         m["superseded_by"] = memory.get(m["superseded_by"])
+        if "ams" in m and m["ams"]["id"].startswith("memoryapp-memory-"):
+            m["ams"]["id"] = "memoryapp-memory-…"  # memoryapp's id: the memory's own pk
         for event in m["history"]:
             snapshot(event["before"])
             snapshot(event["after"])
@@ -539,6 +544,135 @@ def test_a_session_round_trips_into_another_agent(api, other_api, rich):
         assert mine and _without_ids(theirs) == _without_ids(mine), q
         kinds |= {hit["kind"] for hit in theirs}
     assert kinds == {"message", "finding", "memory"}
+
+
+# --- what the Redis Agent Memory Server API keeps beside a memory (memoryapp/ams) ------------
+
+
+def ams(api: ApiClient, method: str, path: str, body: dict | None = None):
+    """A request to /ams, as the agent-memory-client sends it (the key in the path)."""
+    call = getattr(api.client, method.lower())
+    if body is None:
+        return call(f"/ams/{api.key}/v1{path}")
+    return call(f"/ams/{api.key}/v1{path}", json.dumps(body), content_type="application/json")
+
+
+RECORDS = [
+    {
+        "id": "r1",
+        "text": "The deploy script lives in ops/deploy.sh",
+        "topics": ["deploy", "scripts"],
+        "entities": ["ops/deploy.sh"],
+        "namespace": "work",
+        "user_id": "ada",
+        "memory_type": "semantic",
+    },
+    {
+        "id": "r2",
+        "text": "Ada fixed the flaky test on Monday",
+        "memory_type": "episodic",
+        "session_id": "s",
+        "event_date": "2026-11-02T09:30:00Z",
+        "topics": ["tests"],
+    },
+]
+SAME = ("id", "text", "topics", "entities", "namespace", "user_id", "memory_type", "session_id")
+
+
+def test_memories_written_through_ams_round_trip_with_their_records(
+    api, other_api, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        ok(api.post(f"{BASE}/sessions/s/turns", turn(("user", "hi"))), 201)
+    ok(ams(api, "POST", "/long-term-memory/", {"memories": RECORDS}))
+    # One a working memory lists, and one of memoryapp's the client gave topics to.
+    ok(
+        ams(
+            api,
+            "PUT",
+            "/working-memory/w",
+            {"memories": [{"id": "r3", "text": "Ada prefers rebase", "user_id": "ada"}]},
+        )
+    )
+    plain = ok(api.post(f"{BASE}/memories", {"content": "Use ruff"}), 201).json()["memory"]["id"]
+    ok(ams(api, "PATCH", f"/long-term-memory/memoryapp-memory-{plain}", {"topics": ["lint"]}))
+    ok(api.post(f"{BASE}/memories", {"content": "No record here"}), 201)
+
+    before = exported(api)
+    records = {
+        m["content"]: m.get("ams")
+        for m in [m for s in before["sessions"] for m in s["memories"]] + before["memories"]
+    }
+    assert records["No record here"] is None  # absent, not null
+    assert records[RECORDS[0]["text"]] == {
+        "id": "r1",
+        "memory_type": "semantic",
+        "namespace": "work",
+        "user_id": "ada",
+        "session_id": "",
+        "event_date": None,
+        "created_at": records[RECORDS[0]["text"]]["created_at"],
+        "extracted_from": None,
+        "working_memory": None,
+        "topics": ["deploy", "scripts"],
+        "entities": ["ops/deploy.sh"],
+    }
+    assert records["Ada prefers rebase"]["working_memory"] == "w"
+
+    ok(other_api.post(f"{BASE}/import", before), 201)
+    after = exported(other_api)
+    assert ids(after).isdisjoint(ids(before))
+    assert normalized(after) == normalized(before)
+    # The client gets each memory back by its id, the same record.
+    for record_id in ("r1", "r2", "r3"):
+        mine = ok(ams(api, "GET", f"/long-term-memory/{record_id}")).json()
+        theirs = ok(ams(other_api, "GET", f"/long-term-memory/{record_id}")).json()
+        assert {k: theirs[k] for k in SAME} == {k: mine[k] for k in SAME}, record_id
+        assert theirs == mine, record_id
+    copied = MemoryRecord.objects.get(agent__name="other", record_id__startswith="memoryapp-")
+    assert copied.record_id == f"memoryapp-memory-{copied.memory_id}"
+    theirs = ok(ams(other_api, "GET", f"/long-term-memory/{copied.record_id}")).json()
+    assert (theirs["text"], theirs["topics"]) == ("Use ruff", ["lint"])
+    listed = ok(ams(other_api, "GET", "/working-memory/w")).json()["memories"]
+    assert [m["id"] for m in listed] == ["r3"]
+    found = ok(
+        ams(
+            other_api,
+            "POST",
+            "/long-term-memory/search",
+            {"text": "", "topics": {"any": ["deploy"]}},
+        )
+    ).json()["memories"]
+    assert [m["id"] for m in found] == ["r1"]
+
+
+def test_a_session_renamed_on_import_renames_its_records_session(api, other_api):
+    ok(api.post(f"{BASE}/sessions/s/turns", turn(("user", "hi"))), 201)
+    ok(ams(api, "POST", "/long-term-memory/", {"memories": RECORDS}))
+    document = exported(api, "s")
+    assert [m["ams"]["id"] for m in document["sessions"][0]["memories"]] == ["r2"]
+    ok(other_api.post(f"{BASE}/import?session=t", document), 201)
+    theirs = ok(ams(other_api, "GET", "/long-term-memory/r2")).json()
+    assert (theirs["session_id"], theirs["event_date"]) == ("t", "2026-11-02T09:30:00Z")
+
+
+def test_a_record_id_the_agent_has_is_a_409_unless_replaced(api, other_api):
+    ok(ams(api, "POST", "/long-term-memory/", {"memories": RECORDS[:1]}))
+    document = exported(api)
+    ok(other_api.post(f"{BASE}/import", document), 201)
+    state = rows()
+    response = ok(other_api.post(f"{BASE}/import", document), 409)
+    assert "r1" in response.json()["detail"] and "replace=true" in response.json()["detail"]
+    assert rows() == state
+    # The agent's own record, written by its client, is one too.
+    third = agent_api("third")
+    ok(ams(third, "POST", "/long-term-memory/", {"memories": [{**RECORDS[0], "text": "Mine"}]}))
+    ok(third.post(f"{BASE}/import", document), 409)
+    # Replacing: the document's record takes the id; the agent's memory stays, without it.
+    ok(third.post(f"{BASE}/import?replace=true", document), 201)
+    assert ok(ams(third, "GET", "/long-term-memory/r1")).json()["text"] == RECORDS[0]["text"]
+    assert MemoryRecord.objects.filter(agent__name="third").count() == 1
+    assert Memory.objects.filter(agent__name="third", content="Mine", status="active").exists()
 
 
 def _without_ids(value):
@@ -1114,6 +1248,19 @@ COMPLETE_DOCUMENT = {
                     "last_accessed_at": None,
                     "access_count": 0,
                     "history": [],
+                    "ams": {
+                        "id": "01JCLIENTRECORD22",
+                        "memory_type": "episodic",
+                        "namespace": "work",
+                        "user_id": "ada",
+                        "session_id": "imported",
+                        "event_date": _T0,
+                        "created_at": _T0,
+                        "extracted_from": ["01JMESSAGE1"],
+                        "working_memory": "imported",
+                        "topics": ["testing", "pytest"],
+                        "entities": ["pytest"],
+                    },
                 },
             ],
         }
@@ -1150,6 +1297,20 @@ COMPLETE_DOCUMENT = {
                     "created_at": _T1,
                 }
             ],
+            # A record the client made by naming a memory by memoryapp's id.
+            "ams": {
+                "id": "memoryapp-memory-23",
+                "memory_type": "semantic",
+                "namespace": "",
+                "user_id": "",
+                "session_id": "",
+                "event_date": None,
+                "created_at": _T0,
+                "extracted_from": None,
+                "working_memory": None,
+                "topics": [],
+                "entities": ["answers"],
+            },
         }
     ],
 }
@@ -1258,6 +1419,26 @@ def test_an_expired_session_is_not_created_and_its_memories_are_kept(api, other_
 
 def _locs(response) -> list[list]:
     return [problem["loc"] for problem in response.json()["detail"]]
+
+
+AMS = {
+    "id": "r9",
+    "memory_type": "semantic",
+    "namespace": "",
+    "user_id": "",
+    "session_id": "",
+    "event_date": None,
+    "created_at": _T0,
+    "extracted_from": None,
+    "working_memory": None,
+    "topics": [],
+    "entities": [],
+}
+
+
+def _with_records(document: dict, *records: dict) -> None:
+    for memory, record in zip(document["sessions"][0]["memories"], records, strict=False):
+        memory["ams"] = record
 
 
 BAD = [
@@ -1402,6 +1583,41 @@ BAD = [
         ["body", "payload", "agent", "encoding"],
     ),
     ("replacement loop", lambda d: _loop_replacements(d), ["body", "payload", "memories"]),
+    (
+        "record's unknown field",
+        lambda d: _with_records(d, {**AMS, "colour": "red"}),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams", "colour"],
+    ),
+    (
+        "record null",
+        lambda d: _with_records(d, None),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams"],
+    ),
+    (
+        "record's field missing",
+        lambda d: _with_records(d, {k: v for k, v in AMS.items() if k != "namespace"}),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams", "namespace"],
+    ),
+    (
+        "record's namespace too long",
+        lambda d: _with_records(d, {**AMS, "namespace": "n" * 201}),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams", "namespace"],
+    ),
+    (
+        "record's type",
+        lambda d: _with_records(d, {**AMS, "memory_type": "procedural"}),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams", "memory_type"],
+    ),
+    (
+        "record's topic twice",
+        lambda d: _with_records(d, {**AMS, "topics": ["a", "a"]}),
+        ["body", "payload", "sessions", 0, "memories", 0, "ams", "topics"],
+    ),
+    (
+        "record id twice",
+        lambda d: _with_records(d, AMS, AMS),
+        ["body", "payload", "sessions", 0, "memories", 1, "ams", "id"],
+    ),
 ]
 
 
@@ -1471,8 +1687,12 @@ def test_exporting_a_session_costs_the_same_queries_however_large_it_is(
                     201,
                 )
             ok(api.post(f"{BASE}/memories", {"content": f"fact {key} {i}", "session": key}), 201)
+            # And one the client wrote, with its record and tags.
+            record = {"id": f"{key}-{i}", "text": f"record {key} {i}", "session_id": key}
+            ok(ams(api, "POST", "/long-term-memory/", {"memories": [{**record, "topics": ["t"]}]}))
         with CaptureQueriesContext(connection) as queries:
-            exported(api, key)
+            document = exported(api, key)
+        assert sum("ams" in m for m in document["sessions"][0]["memories"]) == turns
         return len(queries)
 
     assert cost("small", 3) == cost("large", 6)
@@ -1508,7 +1728,7 @@ EXTRA = {
     export_api.ExportSubtask: (schemas.SubtaskOut, {"created_at", "updated_at"}),
     export_api.ExportMemory: (
         schemas.MemoryDetail,
-        {"expires_at", "last_accessed_at", "access_count", "history"},
+        {"expires_at", "last_accessed_at", "access_count", "history", "ams"},
     ),
     export_api.ExportMemoryEvent: (schemas.MemoryEventOut, set()),
     export_api.ExportAgent: (schemas.AgentOut, set()),
@@ -1526,6 +1746,7 @@ TYPED = {
     export_api.ExportMessage: shapes.HistoryMessage,
     export_api.ExportSubtask: export.SubtaskExport,
     export_api.ExportMemory: export.MemoryExport,
+    export_api.ExportAmsRecord: export.AmsRecordExport,
     export_api.ExportMemoryEvent: export.EventExport,
 }
 

@@ -7,8 +7,9 @@ The document's schema is defined here once, strictly (every field typed and boun
 the column that stores it, unknown fields refused): it is what the export answers and
 what the import takes. An import is checked whole before anything is written: the schema
 first (a 422 naming the field), then what a schema cannot say (numbering, totals,
-references; a 422 naming the field too); a session key that is taken is a 409 unless
-`?replace=true`. Exports stream: the server holds one session at a time.
+references; a 422 naming the field too); a session key that is taken, or a memory
+record id (memoryapp/ams) the agent has, is a 409 unless `?replace=true`. Exports
+stream: the server holds one session at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ninja import Query, Router, Status
 from ninja.errors import HttpError, ValidationError
 from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, field_validator
 
+from memoryapp.ams.schemas import MAX_RECORDS, AmsType
 from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session, session_key
 from memoryapp.api.schemas import (
     EARLIEST_TIMESTAMP,
@@ -311,9 +313,38 @@ class ExportSubtask(InputSchema):
     updated_at: Moment
 
 
+def _each_once(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        raise ValueError("each value appears once")
+    return values
+
+
+Tag = _text(200, 1)
+RecordTags = Annotated[list[Tag], Field(max_length=100), AfterValidator(_each_once)]
+
+
+class ExportAmsRecord(InputSchema):
+    """What the Redis Agent Memory Server API (memoryapp/ams) keeps beside a memory it
+    wrote: the client's record (its id unique in the agent: a 409 when the agent has it,
+    unless `replace=true`) and its topics and entities. Text fields are "" for none."""
+
+    id: _text(200, 1)
+    memory_type: AmsType
+    namespace: _text(200)
+    user_id: _text(200)
+    session_id: _text(200)
+    event_date: Moment | None
+    created_at: Moment
+    extracted_from: Annotated[list[_text(200, 1)], Field(max_length=MAX_RECORDS)] | None
+    working_memory: SessionKey | None
+    topics: RecordTags
+    entities: RecordTags
+
+
 class ExportMemory(InputSchema):
     """A memory as `GET /memories/{id}` answers it, with its own expiry, how often it was
-    read into a context, and its history."""
+    read into a context, and its history; `ams`, the record of a memory written through
+    the Redis Agent Memory Server API (absent for the others)."""
 
     id: Id
     memory_type: MemoryType
@@ -328,6 +359,7 @@ class ExportMemory(InputSchema):
     last_accessed_at: Moment | None
     access_count: NonNegativeInt
     history: list[ExportMemoryEvent]
+    ams: ExportAmsRecord = _omitted()
 
 
 # --- the extraction tally (memoryapp/lib/extraction/context.py): what later turns build on ---
@@ -452,9 +484,10 @@ def import_export(
     history, timestamps and extraction state, their memories and the agent's own, and
     with an agent's export the agent's settings. `session` gives a session's export a new
     key. A live session with the same key is a 409 unless `replace=true`, which removes it
-    first (its memories stay with the agent). Sessions already expired are not created
-    (`expired` lists them; their memories are kept). Turns whose extraction ran are not
-    extracted again."""
+    first (its memories stay with the agent); so is a memory record whose client id the
+    agent has (`replace=true` removes the agent's record first; its memory stays).
+    Sessions already expired are not created (`expired` lists them; their memories are
+    kept). Turns whose extraction ran are not extracted again."""
     document = payload.model_dump(mode="json", exclude_unset=True)
     key = None
     if session is not None:
@@ -483,6 +516,12 @@ def import_export(
             ]
         ) from None
     except export.ImportConflict as exc:
+        if exc.records:
+            raise HttpError(
+                409,
+                f"memory record {', '.join(exc.records[:10])} exists in this agent; import "
+                "with replace=true to replace it",
+            ) from None
         raise HttpError(
             409,
             f"session {', '.join(exc.keys)} exists; import with replace=true to replace it "

@@ -5,8 +5,11 @@ time), turns (usage, model, time) with their tool-call rows and extraction jobs,
 (identity, provenance, staleness), working context (with the evidence of inferred items),
 subtasks, the session's goal, metadata, TTL and expiry, the extraction evidence tally, and
 the long-term memories it produced; every finding, context item and memory carries its
-history (MemoryEvent rows, oldest first). An agent's export holds all its live sessions,
-its memories that no live session produced, and its settings.
+history (MemoryEvent rows, oldest first), and a memory the Redis Agent Memory Server API
+(memoryapp/ams) wrote carries what that API keeps beside it (its record: the client's id,
+memory type, namespace, user, session, dates, topics and entities). An agent's export
+holds all its live sessions, its memories that no live session produced, and its
+settings.
 
 Each object is in the shape the API already answers for it (`session_summary`, the turn
 list's items, `message_dict`, `finding_dict`, the context item, the subtask, the memory),
@@ -36,6 +39,15 @@ Memory: the export holds one session at a time (read under its row lock, so each
 is a consistent snapshot) and an agent's own memories a page at a time, and streams the
 document out as it goes; the set of the agent's memory ids is kept for the whole export.
 An import holds its whole document (bounded by the request size limit).
+
+Records: a client's record id is unique in its agent. An import naming one the agent
+already has is an `ImportConflict` (nothing written), or with `replace` takes the id over:
+the agent's record is removed and its memory stays, reached by memoryapp's id from then
+on, as a replaced session's memories stay. An id of memoryapp's (`memoryapp-memory-<pk>`,
+a record the client made by naming a memory written through /api/v1) names the new
+memory's pk after an import. A record's session (`session_id`, and the session whose
+working memory lists it) follows a session renamed by the import; a working memory not
+created by the import (not in the document, or expired) is dropped.
 """
 
 from __future__ import annotations
@@ -44,12 +56,14 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memoryapp.ams.models import MemoryRecord, RecordTag
+from memoryapp.ams.schemas import MEMORY_ID_PREFIX
 from memoryapp.core.context import finding_dict, memory_dict
 from memoryapp.core.conversation import message_dict, session_summary
 from memoryapp.core.models import (
@@ -203,15 +217,36 @@ class SubtaskExport(TypedDict):
     updated_at: str
 
 
+class AmsRecordExport(TypedDict):
+    """A memory's MemoryRecord and RecordTags (memoryapp/ams), in the names its client
+    uses (export only). Text fields hold "" for none, as their columns do."""
+
+    id: str
+    memory_type: str
+    namespace: str
+    user_id: str
+    session_id: str
+    event_date: str | None
+    created_at: str
+    extracted_from: list[str] | None
+    # The key of the session whose working memory lists the record (null: none, or one
+    # not in the document).
+    working_memory: str | None
+    topics: list[str]
+    entities: list[str]
+
+
 class MemoryExport(MemoryShape):
     """`memory_dict` with `superseded_by` (as `GET /memories/{id}` answers), plus (export
-    only) its own expiry, access record and history."""
+    only) its own expiry, access record and history, and its record when the Redis Agent
+    Memory Server API wrote it (absent otherwise)."""
 
     superseded_by: int | None
     expires_at: str | None
     last_accessed_at: str | None
     access_count: int
     history: list[EventExport]
+    ams: NotRequired[AmsRecordExport]
 
 
 class SessionExport(SessionSummary):
@@ -295,13 +330,44 @@ def _histories(agent: Agent, targets: dict[str, Iterable[int]]) -> dict[tuple[st
     return found
 
 
+def _with_records(memories) -> Any:
+    """Memories with their record, its working memory and its tags, in two queries."""
+    return memories.select_related("ams_record__working_memory").prefetch_related(
+        "ams_record__tags"
+    )
+
+
+def _record_export(memory: Memory, sessions: set[int]) -> AmsRecordExport | None:
+    try:
+        record = memory.ams_record
+    except MemoryRecord.DoesNotExist:
+        return None
+    listed_in = record.working_memory if record.working_memory_id in sessions else None
+    tags = list(record.tags.all())
+    return {
+        "id": record.record_id,
+        "memory_type": record.memory_type,
+        "namespace": record.namespace,
+        "user_id": record.user_id,
+        "session_id": record.session_key,
+        "event_date": _iso(record.event_date),
+        "created_at": record.created_at.isoformat(),
+        "extracted_from": record.extracted_from,
+        "working_memory": listed_in.key if listed_in is not None else None,
+        "topics": [t.value for t in tags if t.kind == RecordTag.Kind.TOPIC],
+        "entities": [t.value for t in tags if t.kind == RecordTag.Kind.ENTITY],
+    }
+
+
 def _memory_export(
-    memory: Memory, history: list[MemoryEvent], known: set[int] | None
+    memory: Memory, history: list[MemoryEvent], known: set[int] | None, sessions: set[int]
 ) -> MemoryExport:
+    """`sessions`: the ids of the document's sessions (a record's working memory is kept
+    when it is one of them)."""
     superseded_by = memory.superseded_by_id
     if known is not None and superseded_by not in known:
         superseded_by = None
-    return {
+    exported: MemoryExport = {
         **memory_dict(memory),
         "superseded_by": superseded_by,
         "expires_at": _iso(memory.expires_at),
@@ -309,23 +375,31 @@ def _memory_export(
         "access_count": memory.access_count,
         "history": [_event(e, known) for e in history],
     }
+    record = _record_export(memory, sessions)
+    if record is not None:
+        exported["ams"] = record
+    return exported
 
 
 def _memories_export(
-    agent: Agent, memories: list[Memory], known: set[int] | None
+    agent: Agent, memories: list[Memory], known: set[int] | None, sessions: set[int]
 ) -> list[MemoryExport]:
     history = _histories(agent, {MemoryEvent.Target.MEMORY: [m.pk for m in memories]})
     return [
-        _memory_export(m, history.get((MemoryEvent.Target.MEMORY, m.pk), []), known)
+        _memory_export(m, history.get((MemoryEvent.Target.MEMORY, m.pk), []), known, sessions)
         for m in memories
     ]
 
 
-def session_export(session: Session, known_memories: set[int] | None = None) -> SessionExport:
+def session_export(
+    session: Session,
+    known_memories: set[int] | None = None,
+    known_sessions: set[int] | None = None,
+) -> SessionExport:
     """Everything under `session`, in a constant number of queries. Call inside a
     transaction holding the session's row lock: every writer to a session takes it, so
-    what is read is one consistent state. `known_memories`: the ids of every memory the
-    document holds (default: this session's)."""
+    what is read is one consistent state. `known_memories`, `known_sessions`: the ids of
+    every memory and session the document holds (default: this session's)."""
     agent = session.agent
     turns = list(
         Turn.objects.filter(session=session, iteration__lte=session.turn_count).order_by(
@@ -349,7 +423,9 @@ def session_export(session: Session, known_memories: set[int] | None = None) -> 
     subtasks = list(
         Subtask.objects.filter(session=session).prefetch_related("dependencies").order_by("id")
     )
-    memories = list(Memory.objects.filter(session=session).order_by("id"))
+    memories = list(_with_records(Memory.objects.filter(session=session)).order_by("id"))
+    if known_sessions is None:
+        known_sessions = {session.pk}
     if known_memories is None:
         known_memories = {m.pk for m in memories}
     history = _histories(
@@ -428,7 +504,12 @@ def session_export(session: Session, known_memories: set[int] | None = None) -> 
             for task in subtasks
         ],
         "memories": [
-            _memory_export(m, history.get((MemoryEvent.Target.MEMORY, m.pk), []), known_memories)
+            _memory_export(
+                m,
+                history.get((MemoryEvent.Target.MEMORY, m.pk), []),
+                known_memories,
+                known_sessions,
+            )
             for m in memories
         ],
     }
@@ -460,7 +541,11 @@ def _turn_export(turn: Turn, calls: list[ToolCallExport], job: ExtractionJob | N
     }
 
 
-def read_session(session_id: int, known_memories: set[int] | None = None) -> SessionExport | None:
+def read_session(
+    session_id: int,
+    known_memories: set[int] | None = None,
+    known_sessions: set[int] | None = None,
+) -> SessionExport | None:
     """The export of one session, read under its row lock; None when it is gone."""
     with transaction.atomic():
         session = (
@@ -469,7 +554,9 @@ def read_session(session_id: int, known_memories: set[int] | None = None) -> Ses
             .filter(pk=session_id)
             .first()
         )
-        return None if session is None else session_export(session, known_memories)
+        if session is None:
+            return None
+        return session_export(session, known_memories, known_sessions)
 
 
 def _header(agent: Agent, scope: Scope) -> dict[str, Any]:
@@ -516,25 +603,27 @@ def stream_agent(agent: Agent, now: datetime | None = None) -> Iterator[str]:
     )
     memory_ids = set(Memory.objects.for_agent(agent).values_list("id", flat=True))
     last_memory = max(memory_ids, default=0)
+    # A record's working memory is exported when its session is in the document.
+    known_sessions = set(session_ids)
     gone: list[int] = []  # sessions removed while the export ran: their memories stay
 
     def sessions() -> Iterator[SessionExport]:
         for session_id in session_ids:
-            exported = read_session(session_id, memory_ids)
+            exported = read_session(session_id, memory_ids, known_sessions)
             if exported is None:
                 gone.append(session_id)
             else:
                 yield exported
 
     def memories() -> Iterator[MemoryExport]:
-        own = Memory.objects.for_agent(agent).filter(
+        own = _with_records(Memory.objects.for_agent(agent)).filter(
             Q(session__isnull=True) | Q(session__expires_at__lte=now) | Q(session_id__in=gone),
             id__lte=last_memory,
         )
         after = 0
         while True:
             page = list(own.filter(id__gt=after).order_by("id")[:MEMORY_PAGE])
-            yield from _memories_export(agent, page, memory_ids)
+            yield from _memories_export(agent, page, memory_ids, known_sessions - set(gone))
             if len(page) < MEMORY_PAGE:
                 return
             after = page[-1].pk
@@ -556,9 +645,11 @@ class ImportRefused(Exception):
 
 @dataclass
 class ImportConflict(Exception):
-    """Sessions with these keys exist (and replacing them was not asked for)."""
+    """Sessions with these keys, or records with these client ids, exist (and replacing
+    them was not asked for)."""
 
     keys: list[str]
+    records: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -698,6 +789,18 @@ def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc,
     memory_ids = {m["id"] for m in memories}
     if len(memory_ids) != len(memories):
         problems.add(("memories",), "memory ids are unique across the document")
+    record_ids: set[str] = set()
+    located = [
+        (("sessions", i, "memories", j), m)
+        for i, s in enumerate(document["sessions"])
+        for j, m in enumerate(s["memories"])
+    ]
+    located += [(("memories", j), m) for j, m in enumerate(document["memories"])]
+    for at, memory in located:
+        if "ams" in memory:
+            if memory["ams"]["id"] in record_ids:
+                problems.add((*at, "ams", "id"), "record ids are unique across the document")
+            record_ids.add(memory["ams"]["id"])
     seen: set[str] = set()
     for i, (session, key) in enumerate(zip(document["sessions"], keys, strict=True)):
         if key in seen:
@@ -767,15 +870,20 @@ def import_document(
     pairs = list(zip(sessions, keys, strict=True))
     alive = [_when(s["expires_at"]) > now for s in sessions]
     result.expired = [k for (_, k), live in zip(pairs, alive, strict=True) if not live]
+    record_ids = _client_record_ids(document)
     if not replace:
         wanted = [k for (_, k), live in zip(pairs, alive, strict=True) if live]
         taken = Session.objects.for_agent(agent).active(now).filter(key__in=wanted)
         if taken.exists():
             raise ImportConflict(sorted(taken.values_list("key", flat=True)))
+        held = MemoryRecord.objects.for_agent(agent).filter(record_id__in=record_ids)
+        if record_ids and held.exists():
+            raise ImportConflict([], sorted(held.values_list("record_id", flat=True)))
 
     memory_map: dict[int, Memory] = {}
     written: list[tuple[Memory, MemoryExport]] = []
     queued: list[int] = []
+    created: dict[str, Session] = {}  # by the key the document gives
     with transaction.atomic():
         if document["scope"] == "agent":
             _apply_settings(agent, document["agent"])
@@ -784,15 +892,81 @@ def import_document(
             if row is not None:
                 queued += _write_conversation(row, session, now)
                 result.sessions.append(key)
+                created[session["key"]] = row
             written += _make_memories(agent, row, session["memories"], memory_map)
         written += _make_memories(agent, None, document["memories"], memory_map)
         _link_memories(agent, written, memory_map)
+        renamed = {session["key"]: key for session, key in pairs}
+        _make_records(agent, written, record_ids, created, renamed, replace)
         for job_id in queued:
             # After commit, as append_turn does; a failed dispatch is left to the sweep.
             transaction.on_commit(lambda job_id=job_id: dispatch_extraction(job_id), robust=True)
     result.memories = len(written)
     result.extraction_queued = len(queued)
     return result
+
+
+def _is_memoryapps(record_id: str) -> bool:
+    return record_id.startswith(MEMORY_ID_PREFIX)
+
+
+def _client_record_ids(document: ExportDocument) -> list[str]:
+    """The client's record ids the document holds (not memoryapp's: those name the new
+    memory's pk)."""
+    memories = [m for s in document["sessions"] for m in s["memories"]] + document["memories"]
+    return [m["ams"]["id"] for m in memories if "ams" in m and not _is_memoryapps(m["ams"]["id"])]
+
+
+def _make_records(
+    agent: Agent,
+    written: list[tuple[Memory, MemoryExport]],
+    record_ids: list[str],
+    created: dict[str, Session],
+    renamed: dict[str, str],
+    replace: bool,
+) -> None:
+    """The records and tags of the memories written, in a constant number of queries.
+    With `replace`, a record of the agent's holding one of their ids is removed first (its
+    memory stays). `created`: the sessions made, by the key the document gives them;
+    `renamed`: the key each document session is stored under."""
+    exported = [(row, m["ams"]) for row, m in written if "ams" in m]
+    if not exported:
+        return
+    if replace and record_ids:
+        MemoryRecord.objects.for_agent(agent).filter(record_id__in=record_ids).delete()
+    records = [
+        MemoryRecord(
+            agent=agent,
+            memory=row,
+            record_id=f"{MEMORY_ID_PREFIX}{row.pk}" if _is_memoryapps(a["id"]) else a["id"],
+            memory_type=a["memory_type"],
+            namespace=a["namespace"],
+            user_id=a["user_id"],
+            session_key=renamed.get(a["session_id"], a["session_id"]),
+            event_date=_when(a["event_date"]),
+            created_at=_when(a["created_at"]),
+            extracted_from=a["extracted_from"],
+            working_memory=created.get(a["working_memory"] or ""),
+        )
+        for row, a in exported
+    ]
+    try:
+        with transaction.atomic():
+            MemoryRecord.objects.bulk_create(records, batch_size=BATCH)
+    except IntegrityError:
+        raise ImportConflict([], sorted(record_ids)) from None  # written meanwhile
+    RecordTag.objects.bulk_create(
+        [
+            RecordTag(record=record, kind=kind, value=value)
+            for record, (_, a) in zip(records, exported, strict=True)
+            for kind, values in (
+                (RecordTag.Kind.TOPIC, a["topics"]),
+                (RecordTag.Kind.ENTITY, a["entities"]),
+            )
+            for value in values
+        ],
+        batch_size=BATCH,
+    )
 
 
 def _apply_settings(agent: Agent, settings: AgentSettings) -> None:
