@@ -1136,6 +1136,8 @@ def test_edits_and_removals_show_in_the_api_and_on_the_session_page(ams, agent, 
     assert page.count("removed by its client") == 1
     assert "1 change by its client · its id b" in page
     assert "make ship</pre>" in page  # the earlier version, escaped as text
+    edited_at = datetime.fromisoformat(b["revisions"][0]["at"])
+    assert edited_at.strftime("%Y-%m-%d %H:%M:%S") in page  # a time people read
 
 
 @live

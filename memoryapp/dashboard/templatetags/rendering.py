@@ -4,6 +4,8 @@ marks agent-derived HTML safe; everything else stays autoescaped."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
@@ -31,3 +33,13 @@ def is_long(text: str) -> bool:
 @register.filter
 def preview(text: str) -> str:
     return render.preview(text or "")
+
+
+@register.filter
+def moment(text: str) -> datetime | str:
+    """An ISO 8601 time kept as text in a JSON field (a message's revisions), as a
+    datetime for the `date` filter; text that is not one stays as it is."""
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return text
