@@ -31,7 +31,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required, TypedDict
 from urllib.parse import quote
@@ -564,39 +564,26 @@ class MemoryClient(_Operations):
             attempt += 1
 
     # Every page, following cursors.
-    def sessions(self, status: str = "active", page_size: int = 100) -> Iterator[JSON]:
+    def _every(self, fetch: Callable[[str | None], Any]) -> Iterator[JSON]:
         cursor = None
         while True:
-            page = self.sessions_page(status, page_size, cursor)
+            page = fetch(cursor)
             yield from page["items"]
             if not (cursor := page["next_cursor"]):
                 return
+
+    def sessions(self, status: str = "active", page_size: int = 100) -> Iterator[JSON]:
+        return self._every(lambda cursor: self.sessions_page(status, page_size, cursor))
 
     def messages(self, key: str, page_size: int = 200) -> Iterator[JSON]:
-        cursor = None
-        while True:
-            page = self.messages_page(key, page_size, cursor)
-            yield from page["items"]
-            if not (cursor := page["next_cursor"]):
-                return
+        return self._every(lambda cursor: self.messages_page(key, page_size, cursor))
 
     def turns(self, key: str, page_size: int = 100) -> Iterator[JSON]:
-        cursor = None
-        while True:
-            page = self.turns_page(key, page_size, cursor)
-            yield from page["items"]
-            if not (cursor := page["next_cursor"]):
-                return
+        return self._every(lambda cursor: self.turns_page(key, page_size, cursor))
 
     def findings(self, key: str, page_size: int = 200) -> list[JSON]:
         """All the session's findings, most recently learned first."""
-        items: list[JSON] = []
-        cursor = None
-        while True:
-            page = self.findings_page(key, page_size, cursor)
-            items.extend(page["items"])
-            if not (cursor := page["next_cursor"]):
-                return items
+        return list(self._every(lambda cursor: self.findings_page(key, page_size, cursor)))
 
 
 # --- the async client ------------------------------------------------------------------------
@@ -649,38 +636,25 @@ class AsyncMemoryClient(_Operations):
             await asyncio.sleep(wait)
             attempt += 1
 
-    async def sessions(self, status: str = "active", page_size: int = 100) -> AsyncIterator[JSON]:
+    async def _every(self, fetch: Callable[[str | None], Any]) -> AsyncIterator[JSON]:
         cursor = None
         while True:
-            page = await self.sessions_page(status, page_size, cursor)
+            page = await fetch(cursor)
             for item in page["items"]:
                 yield item
             if not (cursor := page["next_cursor"]):
                 return
 
-    async def messages(self, key: str, page_size: int = 200) -> AsyncIterator[JSON]:
-        cursor = None
-        while True:
-            page = await self.messages_page(key, page_size, cursor)
-            for item in page["items"]:
-                yield item
-            if not (cursor := page["next_cursor"]):
-                return
+    def sessions(self, status: str = "active", page_size: int = 100) -> AsyncIterator[JSON]:
+        return self._every(lambda cursor: self.sessions_page(status, page_size, cursor))
 
-    async def turns(self, key: str, page_size: int = 100) -> AsyncIterator[JSON]:
-        cursor = None
-        while True:
-            page = await self.turns_page(key, page_size, cursor)
-            for item in page["items"]:
-                yield item
-            if not (cursor := page["next_cursor"]):
-                return
+    def messages(self, key: str, page_size: int = 200) -> AsyncIterator[JSON]:
+        return self._every(lambda cursor: self.messages_page(key, page_size, cursor))
+
+    def turns(self, key: str, page_size: int = 100) -> AsyncIterator[JSON]:
+        return self._every(lambda cursor: self.turns_page(key, page_size, cursor))
 
     async def findings(self, key: str, page_size: int = 200) -> list[JSON]:
-        items: list[JSON] = []
-        cursor = None
-        while True:
-            page = await self.findings_page(key, page_size, cursor)
-            items.extend(page["items"])
-            if not (cursor := page["next_cursor"]):
-                return items
+        """All the session's findings, most recently learned first."""
+        every = self._every(lambda cursor: self.findings_page(key, page_size, cursor))
+        return [item async for item in every]

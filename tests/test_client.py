@@ -257,10 +257,16 @@ def test_async_client_over_http(live_server):
 
 def test_the_async_client_has_every_method_of_the_sync_one():
     public = {n for n in dir(MemoryClient) if not n.startswith("_")} - {"close", "retry"}
+    unsent = AsyncMemoryClient("http://memory", "k")  # nothing below sends a request
     for name in public:
         method = getattr(AsyncMemoryClient, name)
         if name in ("sessions", "messages", "turns"):
-            assert inspect.isasyncgenfunction(method), name
+            arguments = ("s",) if name != "sessions" else ()
+            pages = getattr(unsent, name)(*arguments)
+            assert inspect.isasyncgen(pages), name
+            asyncio.run(pages.aclose())
+            sync = inspect.signature(getattr(MemoryClient, name)).parameters
+            assert inspect.signature(method).parameters == sync, name
         elif name == "findings":
             assert inspect.iscoroutinefunction(method), name
         else:
