@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Query, Router, Status
 from ninja.errors import HttpError, ValidationError
-from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StrictBool
 
 from memoryapp.ams.schemas import MAX_RECORDS, AmsType
 from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session, session_key
@@ -31,6 +31,7 @@ from memoryapp.api.schemas import (
     MAX_INT,
     WHOLE,
     Confidence,
+    ContextValue,
     InputSchema,
     MemoryType,
     NonNegativeInt,
@@ -138,16 +139,9 @@ class ExportFindingSnapshot(InputSchema):
 
 class ExportContextItemSnapshot(InputSchema):
     key: ItemName = _omitted()
-    value: Annotated[Any, Field(json_schema_extra={"not": {"type": "null"}})]
+    value: ContextValue
     source: Literal["explicit", "inferred", "manual"] = _omitted()
     confidence: Confidence
-
-    @field_validator("value")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("a working-context value is never null")
-        return value
 
 
 class ExportMemoryEvent(InputSchema):
@@ -287,20 +281,13 @@ class ExportEvidenceRef(InputSchema):
 
 class ExportContextItem(InputSchema):
     key: ItemName
-    value: Annotated[Any, Field(json_schema_extra={"not": {"type": "null"}})]
+    value: ContextValue
     source: Literal["explicit", "inferred", "manual"]
     confidence: Confidence
     updated_at: Moment
     created_at: Moment
     evidence: list[ExportEvidenceRef]
     history: list[ExportContextItemEvent]
-
-    @field_validator("value")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("a working-context value is never null")
-        return value
 
 
 class ExportSubtask(InputSchema):

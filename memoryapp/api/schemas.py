@@ -346,17 +346,22 @@ SessionKey = Annotated[str, AfterValidator(check_session_key)]
 Confidence = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
+def _never_null(value: Any) -> Any:
+    if value is None:
+        raise ValueError("a working-context value is never null: DELETE the item to remove it")
+    return value
+
+
+# A working-context value: any JSON but null (an item without a value is deleted).
+ContextValue = Annotated[
+    Any, Field(json_schema_extra={"not": {"type": "null"}}), AfterValidator(_never_null)
+]
+
+
 class ContextItemIn(InputSchema):
-    value: Annotated[Any, Field(json_schema_extra={"not": {"type": "null"}})]
+    value: ContextValue
     source: Literal["explicit", "inferred"] = "explicit"
     confidence: Confidence = 1.0
-
-    @field_validator("value")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("value must not be null: DELETE the item to remove it")
-        return value
 
 
 class ContextItemOut(Output):
