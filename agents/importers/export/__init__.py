@@ -31,7 +31,6 @@ from agents.client import ApiError, MemoryClient
 from agents.importers.core import TranscriptError
 
 FORMAT = "memoryapp-export"
-VERSION = 1
 # The marker is among a document's first fields; this much of a file is enough to see it.
 SNIFF_BYTES = 4096
 
