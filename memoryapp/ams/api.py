@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import time
 
-from django.db import InterfaceError, OperationalError, transaction
-from django.http import HttpRequest, HttpResponse
+from django.db import transaction
+from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import HttpError
 
 from memoryapp.ams import records, working
 from memoryapp.ams.models import MemoryRecord
@@ -47,13 +47,8 @@ from memoryapp.ams.schemas import (
     WorkingMemoryOut,
 )
 from memoryapp.ams.windows import window_for
-from memoryapp.api.api import (
-    _database_unreachable,
-    _internal_error,
-    _rate_limited,
-    _strict_request,
-)
-from memoryapp.api.auth import ApiKeyAuth, RateLimited
+from memoryapp.api.api import mount_strict, use_error_contract
+from memoryapp.api.auth import ApiKeyAuth
 from memoryapp.api.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, agent_of, errors
 from memoryapp.api.common import session_key as checked_key
 from memoryapp.api.middleware import JsonParser
@@ -72,22 +67,8 @@ ams_api = NinjaAPI(
 )
 
 
-def _unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-    response = ams_api.create_response(
-        request,
-        {"detail": "missing or unknown API key: the key is the path segment after /ams/"},
-        status=401,
-    )
-    response["WWW-Authenticate"] = 'Bearer realm="memoryapp"'
-    return response
-
-
 # The answers of /api/v1 (they render through memoryapp's API, the same JSON).
-ams_api.add_exception_handler(RateLimited, _rate_limited)
-ams_api.add_exception_handler(AuthenticationError, _unauthenticated)
-ams_api.add_exception_handler(OperationalError, _database_unreachable)
-ams_api.add_exception_handler(InterfaceError, _database_unreachable)
-ams_api.add_exception_handler(Exception, _internal_error)
+use_error_contract(ams_api, "the key is the path segment after /ams/")
 
 router = Router(tags=["redis agent memory server"])
 
@@ -285,7 +266,4 @@ def memory_prompt(request: HttpRequest, payload: PromptIn, optimize_query: bool 
     return working.prompt(agent, payload)
 
 
-for _path_view in router.path_operations.values():
-    for _operation in _path_view.operations:
-        _strict_request(_operation)
-ams_api.add_router("/", router)
+mount_strict(ams_api, router)

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Status
+from ninja import NinjaAPI, Router, Status
 from ninja.errors import AuthenticationError, ValidationError
 
 from memoryapp.api.auth import ApiKeyAuth, RateLimited
@@ -55,16 +55,6 @@ def _internal_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return api.create_response(request, body, status=500)
 
 
-def _unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-    response = api.create_response(
-        request,
-        {"detail": "missing or unknown API key: send `Authorization: Bearer <key>`"},
-        status=401,
-    )
-    response["WWW-Authenticate"] = 'Bearer realm="memoryapp"'
-    return response
-
-
 def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
     response = api.create_response(request, {"detail": exc.detail}, status=429)
     response["Retry-After"] = str(exc.retry_after)
@@ -72,11 +62,26 @@ def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
 
 
 RETRY_AFTER_SECONDS = 5
-api.add_exception_handler(RateLimited, _rate_limited)
-api.add_exception_handler(AuthenticationError, _unauthenticated)
-api.add_exception_handler(OperationalError, _database_unreachable)
-api.add_exception_handler(InterfaceError, _database_unreachable)
-api.add_exception_handler(Exception, _internal_error)
+
+
+def use_error_contract(target: NinjaAPI, how_to_send_the_key: str) -> None:
+    """Give `target` the error answers of /api/v1 (429, 401, 503, 500, rendered the same
+    way); its 401 says how that API takes its key."""
+
+    def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
+        detail = f"missing or unknown API key: {how_to_send_the_key}"
+        response = api.create_response(request, {"detail": detail}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="memoryapp"'
+        return response
+
+    target.add_exception_handler(RateLimited, _rate_limited)
+    target.add_exception_handler(AuthenticationError, unauthenticated)
+    target.add_exception_handler(OperationalError, _database_unreachable)
+    target.add_exception_handler(InterfaceError, _database_unreachable)
+    target.add_exception_handler(Exception, _internal_error)
+
+
+use_error_contract(api, "send `Authorization: Bearer <key>`")
 
 from memoryapp.api import (  # noqa: E402  (the routers use the handlers above)
     agent,
@@ -150,11 +155,16 @@ def _strict_request(operation: Any) -> None:
     operation.view_func = strict
 
 
+def mount_strict(target: NinjaAPI, router: Router) -> None:
+    """Mount `router` on `target` with every operation checked by `_strict_request`."""
+    for path_view in router.path_operations.values():
+        for operation in path_view.operations:
+            _strict_request(operation)
+    target.add_router("/", router)
+
+
 for _router in ROUTERS:
-    for _path_view in _router.path_operations.values():
-        for _operation in _path_view.operations:
-            _strict_request(_operation)
-    api.add_router("/", _router)
+    mount_strict(api, _router)
 
 
 @api.get("/health", auth=None, response={200: HealthOut, 503: HealthOut}, tags=["health"])
