@@ -16,24 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Query, Router, Status
 from ninja.errors import HttpError, ValidationError
-from pydantic import AfterValidator, BeforeValidator, Field, StrictBool
+from pydantic import AfterValidator, Field, StrictBool
 
 from memoryapp.ams.schemas import MAX_RECORDS, AmsType
 from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session, session_key
 from memoryapp.api.schemas import (
-    EARLIEST_TIMESTAMP,
     MAX_INT,
     WHOLE,
     Confidence,
     ContextValue,
     InputSchema,
     MemoryType,
+    Moment,
     NonNegativeInt,
     Output,
     Role,
@@ -51,27 +50,6 @@ router = Router(tags=["export"])
 MAX_BIGINT = 2**63 - 1  # ids, and a session's token totals (bigint columns)
 
 
-def _text_only(value: Any) -> Any:
-    # A number would be read as seconds since 1970.
-    if not isinstance(value, str):
-        raise ValueError("a time is an ISO 8601 string, like 2026-01-31T12:00:00Z")
-    return value
-
-
-def _in_utc(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    try:
-        # PostgreSQL refuses offsets beyond ±15:59; year 1 at +01:00 is out of range.
-        value = value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("time is out of range") from None
-    if value < EARLIEST_TIMESTAMP:
-        raise ValueError("time is before 1970")
-    return value
-
-
-Moment = Annotated[datetime, BeforeValidator(_text_only), AfterValidator(_in_utc)]
 Id = Annotated[int, Field(strict=True, ge=1, le=MAX_BIGINT), WHOLE]
 Positive = Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE]
 BigCount = Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT), WHOLE]

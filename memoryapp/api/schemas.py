@@ -109,40 +109,52 @@ class ToolCallIn(InputSchema):
 EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def _time_as_text(value: Any) -> Any:
+    # A number would be read as seconds since 1970: 5 stored as 1970-01-01T00:00:05.
+    if value is not None and not isinstance(value, str):
+        raise ValueError("a time is an ISO 8601 string, like 2026-01-31T12:00:00Z")
+    return value
+
+
+def _time_in_utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        # In UTC: PostgreSQL refuses offsets beyond ±15:59, and year 1 at +01:00 is
+        # before the first day a datetime holds.
+        value = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("time is out of range") from None
+    if value < EARLIEST_TIMESTAMP:
+        raise ValueError("time is before 1970")
+    return value
+
+
+def _not_in_future(value: datetime | None) -> datetime | None:
+    if value is not None and value > datetime.now(UTC) + timedelta(days=1):
+        raise ValueError("time is more than a day in the future")
+    return value
+
+
+# A time given as ISO 8601 text, stored in UTC, not before 1970 (the one rule for times
+# an agent sends: a turn's, and every time in an export document).
+Moment = Annotated[datetime, BeforeValidator(_time_as_text), AfterValidator(_time_in_utc)]
+
+
 class TurnIn(InputSchema):
     messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_TURN)]
     usage: UsageIn | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS_PER_TURN)] = []
     model: Annotated[str, Field(max_length=200)] | None = None
     # When the model call happened (imported transcripts); default: when it is stored.
-    timestamp: datetime | None = None
-
-    @field_validator("timestamp", mode="before")
-    @classmethod
-    def _timestamp_is_text(cls, value: Any) -> Any:
-        # A number would be read as seconds since 1970: 5 stored as 1970-01-01T00:00:05.
-        if value is not None and not isinstance(value, str):
-            raise ValueError("timestamp is an ISO 8601 string, like 2026-01-31T12:00:00Z")
-        return value
-
-    @field_validator("timestamp")
-    @classmethod
-    def _timestamp_in_range(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        try:
-            # In UTC: PostgreSQL refuses offsets beyond ±15:59, and year 1 at +01:00
-            # is before the first day a datetime holds.
-            value = value.astimezone(UTC)
-        except OverflowError:
-            raise ValueError("timestamp is out of range") from None
-        if value < EARLIEST_TIMESTAMP:
-            raise ValueError("timestamp is before 1970")
-        if value > datetime.now(UTC) + timedelta(days=1):
-            raise ValueError("timestamp is more than a day in the future")
-        return value
+    timestamp: Annotated[
+        datetime | None,
+        BeforeValidator(_time_as_text),
+        AfterValidator(_time_in_utc),
+        AfterValidator(_not_in_future),
+    ] = None
 
 
 class TotalsOut(Output):
