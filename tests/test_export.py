@@ -909,45 +909,25 @@ def test_an_export_imports_into_a_separate_server_over_http(api, rich, tmp_path)
                 pass
             assert time.monotonic() < deadline, "the second server did not start"
             time.sleep(0.2)
-        sent = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agents.importers.export",
-                str(path),
-                "--url",
-                url,
-                "--key",
-                key,
-            ],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+
+        def send():
+            command = ["-m", "agents.importers.export", str(path), "--url", url, "--key", key]
+            return subprocess.run(
+                [sys.executable, *command],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        sent = send()
         assert sent.returncode == 0, sent.stdout + sent.stderr
         assert "session export imported: 1 session, 4 memories" in sent.stdout
         headers = {"Authorization": f"Bearer {key}"}
         after = httpx.get(f"{url}/api/v1/sessions/s/export", headers=headers, timeout=60).json()
         assert normalized(after) == normalized(before)
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agents.importers.export",
-                str(path),
-                "--url",
-                url,
-                "--key",
-                key,
-            ],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        again = send()
         assert again.returncode == 1 and "409" in again.stdout
     finally:
         server.terminate()
