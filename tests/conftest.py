@@ -61,9 +61,10 @@ class ApiClient:
 def fresh_rate_limits():
     """Rate-limit counters live in the cache: each test starts from none (every test
     client comes from 127.0.0.1, so counters would carry over between tests)."""
-    from django.core.cache import cache
+    from django.core.cache import cache, caches
+    from django.core.cache.backends.redis import RedisCache
 
-    if type(cache).__name__ == "RedisCache":
+    if isinstance(caches["default"], RedisCache):
         # Only our keys: the broker shares this Redis database (a FLUSHDB would drop the
         # worker's queue bindings).
         client = cache._cache.get_client(None, write=True)

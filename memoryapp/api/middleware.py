@@ -158,11 +158,15 @@ def _over_address_limits(request: HttpRequest) -> JsonResponse | None:
     """Too many requests, or too many wrong keys, from one client address: 429."""
     address = client_address(request)
     failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
-    retry_after = ratelimit.blocked("auth-failure", address, failures)
-    detail = f"too many requests with a wrong API key from {address}"
-    if retry_after is None:
-        limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
-        retry_after = ratelimit.hit("address", address, limit)
+    limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
+    # One round trip: counts this request and reads the address's failed authentications.
+    failing, over = ratelimit.hit_and_check(
+        "address", address, limit, check=("auth-failure", failures)
+    )
+    if failing is not None:
+        retry_after, detail = failing, f"too many requests with a wrong API key from {address}"
+    else:
+        retry_after = over
         detail = f"more than {limit.count} requests in {limit.seconds} seconds from {address}"
     if retry_after is None:
         return None

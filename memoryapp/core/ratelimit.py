@@ -81,12 +81,41 @@ def _window(limit: Limit, now: float) -> tuple[int, int]:
 def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Count one request of `who` in `scope`: None when within the limit, else the
     seconds until the window ends."""
-    if limit.count <= 0:
-        return None
+    return hit_and_check(scope, who, limit, now=now)[1]
+
+
+@_fail_open((None, None))
+def hit_and_check(
+    scope: str,
+    who: str,
+    limit: Limit,
+    *,
+    check: tuple[str, Limit] | None = None,
+    now: float | None = None,
+) -> tuple[int | None, int | None]:
+    """Count one request of `who` in `scope` and read, in the same round trip to the
+    cache, whether `who` is at its limit in the scope `check` names (not counted
+    there). Answers (seconds until the blocking window ends or None, seconds until this
+    window ends when over `limit` or None)."""
     now = time.time() if now is None else now
-    start, left = _window(limit, now)
-    count = _count(f"rl:{scope}:{who}:{start}", timeout=limit.seconds + 1)
-    return None if count <= limit.count else max(1, left)
+    read = None
+    if check is not None and check[1].count > 0:
+        read = _name(check[0], who, check[1], now)
+    counted = _name(scope, who, limit, now) if limit.count > 0 else None
+    if read is None and counted is None:
+        return None, None
+    read_value, count = _counters().read_and_count(read, counted, limit.seconds + 1)
+    refused_by = None
+    if read is not None and read_value >= check[1].count:
+        refused_by = max(1, _window(check[1], now)[1])
+    over = None
+    if counted is not None and count > limit.count:
+        over = max(1, _window(limit, now)[1])
+    return refused_by, over
+
+
+def _name(scope: str, who: str, limit: Limit, now: float) -> str:
+    return f"rl:{scope}:{who}:{_window(limit, now)[0]}"
 
 
 def _count(key: str, *, timeout: int) -> int:
@@ -98,6 +127,51 @@ def _count(key: str, *, timeout: int) -> int:
     except ValueError:  # expired between add and incr
         cache.add(key, 1, timeout=timeout)
         return 1
+
+
+class _CacheCounters:
+    """Counters in any Django cache (process memory in the embedded setup): an add,
+    then an increment."""
+
+    def read_and_count(self, read: str | None, counted: str | None, timeout: int):
+        value = int(cache.get(read, 0)) if read else 0
+        return value, (_count(counted, timeout=timeout) if counted else 0)
+
+
+class _RedisCounters:
+    """Counters in Redis, one round trip per request: GET of the counter read, SET NX
+    with the window's expiry, INCR (SET NX EX, not EXPIRE NX: Redis 6 has no EXPIRE NX).
+    One client for the process, made once (Django's cache makes one per command).
+    The values are plain integers, which the cache's own get() reads back."""
+
+    def __init__(self) -> None:
+        self.client = cache._cache.get_client(None, write=True)
+
+    def read_and_count(self, read: str | None, counted: str | None, timeout: int):
+        pipe = self.client.pipeline(transaction=False)
+        if read:
+            pipe.get(cache.make_and_validate_key(read))
+        if counted:
+            key = cache.make_and_validate_key(counted)
+            pipe.set(key, 0, ex=timeout, nx=True)
+            pipe.incr(key)
+        results = pipe.execute()
+        value = int(results[0] or 0) if read else 0
+        return value, (int(results[-1]) if counted else 0)
+
+
+_counter_store: _CacheCounters | _RedisCounters | None = None
+
+
+def _counters() -> _CacheCounters | _RedisCounters:
+    global _counter_store
+    if _counter_store is None:
+        from django.core.cache import caches
+        from django.core.cache.backends.redis import RedisCache
+
+        redis = isinstance(caches["default"], RedisCache)
+        _counter_store = _RedisCounters() if redis else _CacheCounters()
+    return _counter_store
 
 
 @_fail_open(None)
