@@ -93,9 +93,16 @@ def test_twenty_concurrent_appenders_give_a_gapless_sequence():
     assert session.token_count == sum(Message.objects.values_list("token_count", flat=True))
 
 
-def test_concurrent_retries_with_one_idempotency_key_store_once():
+@pytest.mark.parametrize("session_exists", [False, True])
+def test_concurrent_retries_with_one_idempotency_key_store_once(session_exists):
+    """Whether the first retry creates the session (the general path) or finds it live
+    (PostgreSQL's one-statement append, where the retries race on the row lock and on
+    the Idempotency-Key's unique record)."""
     agent = Agent.objects.create(name="retry")
     key = ApiKey.issue(agent)[1]
+    if session_exists:
+        Client().put("/api/v1/sessions/r", {}, content_type="application/json",
+                     headers={"Authorization": f"Bearer {key}"})  # fmt: skip
     answers = []
 
     def retry(index):

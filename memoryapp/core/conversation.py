@@ -8,12 +8,14 @@ prunes what it returns and never deletes anything.
 
 from __future__ import annotations
 
+import json
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryapp.core.models import (
@@ -148,6 +150,14 @@ def append_turn(
         usage_source = Turn.UsageSource.COUNTED
     tool_call_count = len(turn.tool_calls) or sum(len(m.tool_calls or []) for m in turn.messages)
     excerpt_chars = settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
+    usage = (input_tokens, output_tokens, usage_source, tool_call_count)
+
+    if _ONE_STATEMENT.get(connection.vendor) and not turn.tool_calls:
+        stored = _append_in_one_statement(
+            agent, key, turn, counts, usage, idempotency_key, request_hash
+        )
+        if stored is not None:
+            return stored, False
 
     with transaction.atomic():
         now = timezone.now()
@@ -251,6 +261,129 @@ def append_turn(
                 response=response,
             )
     return response, False
+
+
+# The common append (a live session, no tool-call rows to write) as one statement that
+# locks the session row, numbers the messages after its count, and writes the turn, its
+# messages, its extraction job and the session's new totals: one round trip instead of
+# eight. PostgreSQL only (data-modifying WITH); elsewhere, and when it finds no live
+# session or finds the Idempotency-Key used, append_turn's general path runs.
+_APPEND_PG = """
+WITH s AS (
+    UPDATE core_session SET
+        message_count = message_count + %(n)s,
+        token_count = token_count + %(tokens)s,
+        input_tokens = input_tokens + %(input)s,
+        output_tokens = output_tokens + %(output)s,
+        turn_count = turn_count + 1,
+        last_activity_at = %(now)s,
+        expires_at = %(now)s + make_interval(secs => COALESCE(ttl_seconds, %(agent_ttl)s))
+    WHERE agent_id = %(agent)s AND "key" = %(key)s AND expires_at > %(now)s
+      AND NOT EXISTS (
+          SELECT 1 FROM core_idempotencyrecord r
+          WHERE r.session_id = core_session.id AND r."key" = %(idempotency_key)s
+      )
+    RETURNING id, "key", goal, status, metadata, ttl_seconds, created_at, last_activity_at,
+        expires_at, message_count, token_count, input_tokens, output_tokens, turn_count
+), t AS (
+    INSERT INTO core_turn (session_id, iteration, message_count, input_tokens, output_tokens,
+        tool_call_count, usage_source, model, first_seq, last_seq, "timestamp")
+    SELECT id, turn_count, %(n)s, %(input)s, %(output)s, %(tool_call_count)s,
+        %(usage_source)s, %(model)s, message_count - %(n)s + 1, message_count, %(said_at)s
+    FROM s
+    RETURNING id, session_id, first_seq
+), m AS (
+    INSERT INTO core_message (session_id, turn_id, seq, role, content, name, tool_call_id,
+        tool_calls, token_count, created_at, client_id)
+    SELECT t.session_id, t.id, t.first_seq + v.i, v.role, v.content, v.name, v.tool_call_id,
+        v.tool_calls::jsonb, v.token_count, %(said_at)s, ''
+    FROM t, unnest(%(i)s::int[], %(roles)s::text[], %(contents)s::text[], %(names)s::text[],
+        %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(counts)s::int[])
+        AS v(i, role, content, name, tool_call_id, tool_calls, token_count)
+), j AS (
+    INSERT INTO core_extractionjob (turn_id, session_id, status, attempts, last_error,
+        findings_added, context_items_set, created_at, queued_at)
+    SELECT t.id, t.session_id, %(queued)s, 0, '', 0, 0, %(now)s, %(now)s FROM t
+    RETURNING id
+)
+SELECT s.*, j.id FROM s, j
+"""
+_ONE_STATEMENT = {"postgresql": _APPEND_PG}
+_RETURNED = (
+    "id", "key", "goal", "status", "metadata", "ttl_seconds", "created_at", "last_activity_at",
+    "expires_at", "message_count", "token_count", "input_tokens", "output_tokens", "turn_count",
+)  # fmt: skip
+
+
+def _append_in_one_statement(
+    agent: Agent,
+    key: str,
+    turn: TurnInput,
+    counts: list[int],
+    usage: tuple[int, int, str, int],
+    idempotency_key: str | None,
+    request_hash: str,
+) -> TurnStored | None:
+    """append_turn's common case in one statement (see _APPEND_PG); None when it does not
+    apply (no live session, or the Idempotency-Key already used) and wrote nothing."""
+    input_tokens, output_tokens, usage_source, tool_call_count = usage
+    now = timezone.now()
+    n = len(turn.messages)
+    params = {
+        "n": n,
+        "tokens": sum(counts),
+        "input": input_tokens,
+        "output": output_tokens,
+        "now": now,
+        "agent_ttl": agent.ttl_seconds,
+        "agent": agent.pk,
+        "key": key,
+        "idempotency_key": idempotency_key or "",
+        "tool_call_count": tool_call_count,
+        "usage_source": usage_source,
+        "model": turn.model,
+        "said_at": turn.timestamp or now,
+        "i": list(range(n)),
+        "roles": [m.role for m in turn.messages],
+        "contents": [m.content for m in turn.messages],
+        "names": [m.name or "" for m in turn.messages],
+        "tool_call_ids": [m.tool_call_id or "" for m in turn.messages],
+        "tool_calls": [json.dumps(m.tool_calls) if m.tool_calls else None for m in turn.messages],
+        "counts": counts,
+        "queued": ExtractionJob.Status.QUEUED,
+    }
+    # Without an Idempotency-Key the statement is its own transaction (one round trip);
+    # with one, the record of the answer commits with it.
+    try:
+        with transaction.atomic() if idempotency_key else nullcontext():
+            with connection.cursor() as cursor:
+                cursor.execute(_ONE_STATEMENT[connection.vendor], params)
+                row = cursor.fetchone()
+            if row is None:
+                return None
+            values = dict(zip(_RETURNED, row[:-1], strict=True))
+            if isinstance(values["metadata"], str):  # Django reads jsonb as text
+                values["metadata"] = json.loads(values["metadata"])
+            session = Session(agent=agent, **values)
+            job_id = row[-1]
+            response: TurnStored = {
+                "iteration": session.turn_count,
+                "first_seq": session.message_count - n + 1,
+                "last_seq": session.message_count,
+                "token_counts": counts,
+                "session": session_summary(session),
+            }
+            if idempotency_key:
+                IdempotencyRecord.objects.create(
+                    session=session, key=idempotency_key, request_hash=request_hash,
+                    response=response,
+                )  # fmt: skip
+            transaction.on_commit(lambda: dispatch_extraction(job_id), robust=True)
+    except IntegrityError:
+        # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
+        # of this one was kept; the general path answers the stored turn.
+        return None
+    return response
 
 
 def session_summary(session: Session) -> SessionSummary:
