@@ -140,3 +140,114 @@ def test_an_append_to_an_absent_or_expired_session_still_starts_it(api, state):
     assert response.status_code == 201
     assert response.json()["first_seq"] == 1
     assert Message.objects.filter(session__key="s").count() == 4
+
+
+# --- answers written without ninja's validation (api/answers.py) --------------------------
+
+
+def both_ways(monkeypatch, call):
+    """`call()`'s JSON answer written by api/answers.py, then by ninja's validation."""
+    from memoryapp.api import answers
+
+    fast = call()
+    monkeypatch.setattr(answers, "ENABLED", False)
+    slow = call()
+    monkeypatch.setattr(answers, "ENABLED", True)
+    assert fast.status_code == slow.status_code, (fast.content, slow.content)
+    assert fast["Content-Type"] == slow["Content-Type"] == "application/json; charset=utf-8"
+    return fast.json(), slow.json()
+
+
+def a_full_session(api, key: str) -> None:
+    """A session with everything an answer can hold: a system message, tool calls, a
+    pruned part with its summary, working context, findings and memories."""
+    api.put(f"/api/v1/sessions/{key}", {"goal": "fix the header parser"})
+    api.post(f"/api/v1/sessions/{key}/turns", BODY)
+    for n in range(60):
+        api.post(
+            f"/api/v1/sessions/{key}/turns",
+            {"messages": [{"role": "user", "content": f"step {n}: run the tests again"},
+                          {"role": "assistant", "content": f"Ran them: {n} passed."}],
+             "tool_calls": [{"tool": "bash", "query": "pytest -q", "output": f"{n} passed",
+                             "success": True}]},
+        )  # fmt: skip
+    api.put(f"/api/v1/sessions/{key}/context-items/branch", {"value": "fix-header"})
+    api.post("/api/v1/memories", {"content": "Tests run with pytest -q.", "confidence": 0.9})
+
+
+def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
+    a_full_session(api, "full")
+    base = "/api/v1/sessions/full"
+    for path, params in [
+        (f"{base}/history", {}),
+        (f"{base}/history", {"max_messages": 10000, "max_tokens": 10_000_000}),
+        (f"{base}/history", {"max_messages": 0}),
+        (f"{base}/messages", {"limit": 7}),
+        (f"{base}/context", {}),
+        (f"{base}/context", {"query_hint": "pytest", "token_budget": 300}),
+    ]:
+        fast, slow = both_ways(monkeypatch, lambda: api.get(path, params))  # noqa: B023
+        assert fast == slow, path
+    history = api.get(f"{base}/history").json()
+    assert history["summary"] is not None and history["pruned_count"] > 0
+    assert history["messages"][0]["role"] == "system"
+    assert history["messages"][0]["created_at"].endswith("Z")
+    assert "name" in history["messages"][-1] and history["messages"][-1]["name"] is None
+
+
+def normalised(answer: dict) -> dict:
+    """An append's answer without what differs between two sessions (key, wall clock),
+    keeping the times' format."""
+    import re
+
+    session = {
+        k: (re.sub(r"\d", "9", v) if k.endswith("_at") else v)
+        for k, v in answer["session"].items()
+        if k != "key"
+    }
+    return {**answer, "session": session}
+
+
+@pytest.mark.parametrize("headers", [None, {"Idempotency-Key": "once"}])
+def test_append_answers_are_what_ninja_would_answer(api, monkeypatch, headers):
+    from memoryapp.api import answers
+
+    replies = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(answers, "ENABLED", enabled)
+        key = f"s{enabled}"
+        first = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
+        second = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
+        assert first.status_code == second.status_code == 201
+        assert ("Idempotent-Replayed" in second) == (headers is not None)
+        replies[enabled] = [normalised(first.json()), normalised(second.json())]
+    assert replies[True] == replies[False]
+
+
+def test_an_answer_with_a_key_its_schema_does_not_declare_is_refused():
+    from memoryapp.api import answers
+    from memoryapp.api.schemas import TurnOut
+
+    with pytest.raises(ValueError, match="does not declare"):
+        answers.answer(TurnOut, {"iteration": 1, "surprise": True})
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "2026-11-24T05:17:38.487535+00:00",
+        "2026-11-24T05:17:38+00:00",
+        "2026-11-24T05:17:38.000001+02:00",
+        "2026-11-24T05:17:38.5+00:00",  # not isoformat's own text: parsed first
+    ],
+)
+def test_times_are_written_as_ninjas_encoder_writes_them(moment):
+    from datetime import datetime
+
+    from ninja.responses import NinjaJSONEncoder
+
+    from memoryapp.api.answers import json_time
+
+    expected = NinjaJSONEncoder().default(datetime.fromisoformat(moment))
+    assert json_time(moment) == expected
+    assert json_time(datetime.fromisoformat(moment)) == expected

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
+from memoryapp.api import answers
 from memoryapp.api.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
 from memoryapp.api.schemas import ContextItemIn, ContextItemList, ContextItemOut, ContextOut
 from memoryapp.core.context import assemble_context
@@ -30,9 +31,10 @@ def get_context(
     token budget, with exact counts and a markdown prompt to inject."""
     session = live_session(request, key)
     try:
-        return assemble_context(session, token_budget=token_budget, query_hint=query_hint)
+        context = assemble_context(session, token_budget=token_budget, query_hint=query_hint)
     except tokens.EncodingUnavailable as exc:
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
+    return answers.answer(ContextOut, context)
 
 
 def _item_dict(item: ContextItem) -> dict:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from ninja import Path, Query, Router, Status
 from ninja.errors import HttpError
 
-from memoryapp.api import pagination
+from memoryapp.api import answers, pagination
 from memoryapp.api.common import (
     READ,
     READ_ONE,
@@ -202,9 +202,11 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
     except UnknownFinding as exc:
         raise HttpError(422, str(exc)) from None
+    stored = answers.answer(TurnOut, answer, 201)
     if replayed:
-        response["Idempotent-Replayed"] = "true"
-    return Status(201, answer)
+        target = stored if isinstance(stored, HttpResponse) else response
+        target["Idempotent-Replayed"] = "true"
+    return stored
 
 
 @router.get("/sessions/{key}/history", response={200: HistoryOut, **READ_ONE}, tags=["turns"])
@@ -227,12 +229,13 @@ def get_history(
     kept = [m["seq"] for m in answer["messages"] if m["role"] != "system"]
     pruned_through = kept[0] - 1 if kept else session.message_count
     summary = summarize_pruned(session, pruned_through) if answer["pruned_count"] else None
-    return {
+    history = {
         **answer,
         "summary": summary,
         "max_messages": limit_messages,
         "max_tokens": limit_tokens,
     }
+    return answers.answer(HistoryOut, history)
 
 
 @router.get("/sessions/{key}/messages", response={200: MessagePage, **READ_ONE}, tags=["turns"])
@@ -254,7 +257,8 @@ def list_messages(
     page = list(messages.order_by("seq")[: limit + 1])
     more = len(page) > limit
     next_cursor = pagination.encode("messages", page[limit - 1].seq) if more else None
-    return {"items": [message_dict(m) for m in page[:limit]], "next_cursor": next_cursor}
+    items = [message_dict(m) for m in page[:limit]]
+    return answers.answer(MessagePage, {"items": items, "next_cursor": next_cursor})
 
 
 @router.get("/sessions/{key}/turns", response={200: TurnPage, **READ_ONE}, tags=["turns"])

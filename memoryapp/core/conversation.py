@@ -404,9 +404,10 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
-def _newest_first(session: Session, limit: int):
+def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]]):
     """Yield the newest non-system messages' costs, newest first, reading at most
-    `limit` of them in keyset pages over the (session, seq) index."""
+    `limit` of them in keyset pages over the (session, seq) index. Each message read is
+    kept in `read` by seq (its columns for message_dict): the kept run is never read twice."""
     before: int | None = None
     remaining = limit
     while remaining > 0:
@@ -418,72 +419,73 @@ def _newest_first(session: Session, limit: int):
         )
         if before is not None:
             rows = rows.filter(seq__lt=before)
-        page = list(rows.order_by("-seq").values_list("seq", "role", "token_count")[:page_size])
-        for seq, role, count in page:
-            yield MessageCost(seq, role, count)
+        page = list(rows.order_by("-seq").values(*MESSAGE_FIELDS)[:page_size])
+        for row in page:
+            read[row["seq"]] = row
+            yield MessageCost(row["seq"], row["role"], row["token_count"])
         if len(page) < page_size:
             return
-        before = page[-1][0]
+        before = page[-1]["seq"]
         remaining -= len(page)
 
 
 def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
-    """The conversation pruned for the context window (see memoryapp.lib.pruning)."""
+    """The conversation pruned for the context window (see memoryapp.lib.pruning).
+    Values, not model instances: a whole history is thousands of rows."""
     system = list(
         Message.objects.filter(
             session=session, role=Message.Role.SYSTEM, seq__lte=session.message_count
         )
         .order_by("seq")
-        .values_list("seq", "token_count")
+        .values(*MESSAGE_FIELDS)
     )
-    system_tokens = sum(count for _, count in system)
+    system_tokens = sum(m["token_count"] for m in system)
+    read: dict[int, dict[str, Any]] = {}
     run = choose_run(
-        _newest_first(session, max(0, max_messages - len(system)) + 1),
+        _newest_first(session, max(0, max_messages - len(system)) + 1, read),
         system_count=len(system),
         system_tokens=system_tokens,
         max_messages=max_messages,
         max_tokens=max_tokens,
     )
-    kept_seqs = [seq for seq, _ in system]
-    rows = []
-    if kept_seqs:
-        rows.extend(Message.objects.filter(session=session, seq__in=kept_seqs))
-    if run.seqs:
-        rows.extend(
-            Message.objects.filter(
-                session=session, seq__gte=run.seqs[0], seq__lte=run.seqs[-1]
-            ).exclude(role=Message.Role.SYSTEM)
-        )
-    rows.sort(key=lambda m: m.seq)
+    rows = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
     kept_count = len(system) + len(run.seqs)
     return {
         "messages": [message_dict(m) for m in rows],
-        "token_count": tokens.count_messages(m.token_count for m in rows),
+        "token_count": tokens.count_messages(m["token_count"] for m in rows),
         "pruned_count": session.message_count - kept_count,
         "pruned_tokens": session.token_count - kept_tokens,
     }
 
 
-def message_dict(message: Message) -> HistoryMessage:
+# What message_dict reads of a message (a model instance, or these columns' values).
+MESSAGE_FIELDS = (
+    "seq", "role", "content", "token_count", "created_at", "name", "tool_call_id",
+    "tool_calls", "client_id", "removed_at", "revisions",
+)  # fmt: skip
+
+
+def message_dict(message: Message | dict[str, Any]) -> HistoryMessage:
+    m = message if isinstance(message, dict) else {f: getattr(message, f) for f in MESSAGE_FIELDS}
     data: HistoryMessage = {
-        "seq": message.seq,
-        "role": message.role,
-        "content": message.content,
-        "token_count": message.token_count,
-        "created_at": message.created_at.isoformat(),
+        "seq": m["seq"],
+        "role": m["role"],
+        "content": m["content"],
+        "token_count": m["token_count"],
+        "created_at": m["created_at"].isoformat(),
     }
-    if message.name:
-        data["name"] = message.name
-    if message.tool_call_id:
-        data["tool_call_id"] = message.tool_call_id
-    if message.tool_calls:
-        data["tool_calls"] = message.tool_calls
+    if m["name"]:
+        data["name"] = m["name"]
+    if m["tool_call_id"]:
+        data["tool_call_id"] = m["tool_call_id"]
+    if m["tool_calls"]:
+        data["tool_calls"] = m["tool_calls"]
     # Written by clients that name their messages and send the whole list (memoryapp/ams).
-    if message.client_id:
-        data["client_id"] = message.client_id
-    if message.removed_at is not None:
-        data["removed_at"] = message.removed_at.isoformat()
-    if message.revisions:
-        data["revisions"] = message.revisions
+    if m["client_id"]:
+        data["client_id"] = m["client_id"]
+    if m["removed_at"] is not None:
+        data["removed_at"] = m["removed_at"].isoformat()
+    if m["revisions"]:
+        data["revisions"] = m["revisions"]
     return data
