@@ -251,3 +251,64 @@ def test_times_are_written_as_ninjas_encoder_writes_them(moment):
     expected = NinjaJSONEncoder().default(datetime.fromisoformat(moment))
     assert json_time(moment) == expected
     assert json_time(datetime.fromisoformat(moment)) == expected
+
+
+# --- the extraction job is handed to the broker after the answer is sent ---------------
+
+
+def wsgi_append(key: str, path: str = "/api/v1/sessions/w/turns"):
+    """An append through Django's WSGI handler as gunicorn calls it; (status, the
+    response iterable, not yet closed)."""
+    import io
+    import json
+
+    from django.core import signals
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import close_old_connections
+
+    body = json.dumps(BODY).encode()
+    environ = {
+        "REQUEST_METHOD": "POST", "PATH_INFO": path, "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)), "CONTENT_TYPE": "application/json",
+        "HTTP_AUTHORIZATION": f"Bearer {key}", "REMOTE_ADDR": "127.0.0.1",
+    }  # fmt: skip
+    started = []
+    # As Django's test client does: the test's database connection stays open.
+    signals.request_started.disconnect(close_old_connections)
+    try:
+        result = WSGIHandler()(environ, lambda status, headers: started.append(status))
+    finally:
+        signals.request_started.connect(close_old_connections)
+    return started[0], result
+
+
+@pytest.mark.django_db(transaction=True)  # the job is dispatched when the append commits
+@pytest.mark.parametrize("broker", [True, False])
+def test_the_extraction_job_is_published_after_the_answer_went_out(
+    api_key, settings, monkeypatch, broker
+):
+    """With a broker the agent does not wait for the publish: it happens when the server
+    closes the response (after writing it). Without one, extraction runs in the request
+    and the answer comes after it, as before."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    from memoryapp.core import workers
+
+    settings.CELERY_TASK_ALWAYS_EAGER = not broker
+    published = []
+    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: published.append(job_id))
+    for _ in range(2):  # the first creates the session (general path), the second does not
+        published.clear()
+        status, result = wsgi_append(api_key)
+        assert status.startswith("201")
+        b"".join(result)  # the server writes the answer...
+        assert len(published) == (0 if broker else 1)
+        signals.request_finished.disconnect(close_old_connections)
+        try:
+            result.close()  # ...then closes the response
+        finally:
+            signals.request_finished.connect(close_old_connections)
+        assert len(published) == 1
+        assert ExtractionJob.objects.filter(pk=published[0]).exists()

@@ -33,7 +33,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostE
 from ninja.parser import Parser
 
 from memoryapp.api.auth import client_address
-from memoryapp.core import ratelimit
+from memoryapp.core import ratelimit, workers
 
 AMS_PREFIX = "/ams/"
 MCP_PREFIX = "/mcp/"
@@ -103,7 +103,11 @@ class ApiBodyLimitMiddleware:
                 )
                 response["Connection"] = "close"
                 return response
-            return _as_json(request, self.get_response(request))
+            with workers.collect_after_answer() as later:
+                response = _as_json(request, self.get_response(request))
+            if later:  # run when the server closes the response, after sending it
+                response._resource_closers.append(lambda: workers.run_after_answer(later))
+            return response
         return self.get_response(request)
 
 

@@ -31,7 +31,7 @@ from memoryapp.core.models import (
     Turn,
 )
 from memoryapp.core.shapes import History, HistoryMessage, SessionSummary, TurnStored
-from memoryapp.core.workers import dispatch_extraction
+from memoryapp.core.workers import dispatch_after_answer
 from memoryapp.lib import tokens
 from memoryapp.lib.pruning import MessageCost, choose_run
 
@@ -238,7 +238,7 @@ def append_turn(
         # Robust: the turn is stored by then, so nothing the dispatch raises (the database
         # gone between commit and dispatch) may turn the agent's answer into an error that
         # says nothing was stored (a retry without an Idempotency-Key would store it twice).
-        transaction.on_commit(lambda: dispatch_extraction(job.pk), robust=True)
+        transaction.on_commit(lambda: dispatch_after_answer(job.pk), robust=True)
         session.message_count += len(turn.messages)
         session.token_count += sum(counts)
         session.input_tokens += input_tokens
@@ -378,7 +378,7 @@ def _append_in_one_statement(
                     session=session, key=idempotency_key, request_hash=request_hash,
                     response=response,
                 )  # fmt: skip
-            transaction.on_commit(lambda: dispatch_extraction(job_id), robust=True)
+            transaction.on_commit(lambda: dispatch_after_answer(job_id), robust=True)
     except IntegrityError:
         # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
         # of this one was kept; the general path answers the stored turn.

@@ -19,9 +19,12 @@ ingest one connection timeout, not one per request.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -58,6 +61,51 @@ SWEEP_BATCH = 500
 OBSERVED_TURNS = 500
 
 _broker_backoff = Backoff(BROKER_BACKOFF_SECONDS)
+
+
+# Work a request leaves for after its answer is sent (see `after_answer`); None outside
+# a request that collects it.
+_after_answer: contextvars.ContextVar[list[Callable[[], object]] | None] = contextvars.ContextVar(
+    "after_answer", default=None
+)
+
+
+@contextlib.contextmanager
+def collect_after_answer():
+    """Within: `after_answer` collects work instead of running it; yields the list. The
+    API middleware runs it when the server closes the response, after the answer went out."""
+    work: list[Callable[[], object]] = []
+    token = _after_answer.set(work)
+    try:
+        yield work
+    finally:
+        _after_answer.reset(token)
+
+
+def run_after_answer(work: list[Callable[[], object]]) -> None:
+    for job in work:
+        try:
+            job()
+        except Exception as exc:  # never an error after the answer went out
+            logger.warning("work after the answer failed: %s", exc)
+
+
+def after_answer(job: Callable[[], object]) -> None:
+    """Run `job` once the request's answer is sent (when a request collects such work),
+    else now. Handing a committed turn's extraction to the broker is such work: the agent
+    need not wait for the publish, and a job never published is redone by the sweep
+    (SWEEP_QUEUED_AFTER). Without a broker (extraction runs in process) nothing waits:
+    the answer comes after the extraction, as before."""
+    work = _after_answer.get()
+    if work is None or settings.CELERY_TASK_ALWAYS_EAGER:
+        job()
+    else:
+        work.append(job)
+
+
+def dispatch_after_answer(job_id: int) -> None:
+    """Dispatch a committed turn's extraction job once the request's answer is sent."""
+    after_answer(lambda: dispatch_extraction(job_id))
 
 
 def dispatch_extraction(job_id: int) -> bool:
