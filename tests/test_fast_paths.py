@@ -312,3 +312,35 @@ def test_the_extraction_job_is_published_after_the_answer_went_out(
             signals.request_finished.connect(close_old_connections)
         assert len(published) == 1
         assert ExtractionJob.objects.filter(pk=published[0]).exists()
+
+
+# --- the summary of the default restore is rolled ahead by the worker ------------------
+
+
+@pytest.mark.parametrize("broker", [True, False])
+def test_the_worker_rolls_the_default_restores_summary_ahead(
+    api, agent, settings, monkeypatch, broker
+):
+    """With a broker, a turn's extraction job also rolls forward the summary the default
+    restore answers, so the agent's next restore finds it current and writes nothing.
+    Without one (extraction in the request) the restore rolls it, as before."""
+    from memoryapp.core import workers
+
+    agent.max_messages = 4
+    agent.save()
+    settings.CELERY_TASK_ALWAYS_EAGER = not broker
+    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: True)
+    for n in range(4):
+        api.post("/api/v1/sessions/s/turns", {"messages": [
+            {"role": "user", "content": f"step {n}: run pytest -q in the repository"},
+            {"role": "assistant", "content": f"Ran it: {n} passed."}]})  # fmt: skip
+    job = ExtractionJob.objects.filter(session__key="s").order_by("-id").first()
+    assert workers.run_extraction(job.pk) == "done"
+    session = Session.objects.get(key="s")
+    assert session.summary_through_seq == (4 if broker else 0)  # 8 messages, 4 kept
+    with CaptureQueriesContext(connection) as queries:
+        history = api.get("/api/v1/sessions/s/history").json()
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert (writes == []) == broker
+    assert history["summary"]["covers_through_seq"] == 4
+    assert history["summary"]["text"] and history["summary"]["stale"] is False

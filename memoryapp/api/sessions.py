@@ -47,6 +47,7 @@ from memoryapp.core.conversation import (
     append_turn,
     lock_session,
     message_dict,
+    pruned_through,
     restore_history,
     session_summary,
 )
@@ -226,9 +227,11 @@ def get_history(
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
     answer = restore_history(session, max_messages=limit_messages, max_tokens=limit_tokens)
-    kept = [m["seq"] for m in answer["messages"] if m["role"] != "system"]
-    pruned_through = kept[0] - 1 if kept else session.message_count
-    summary = summarize_pruned(session, pruned_through) if answer["pruned_count"] else None
+    summary = (
+        summarize_pruned(session, pruned_through(session, answer["messages"]))
+        if answer["pruned_count"]
+        else None
+    )
     history = {
         **answer,
         "summary": summary,

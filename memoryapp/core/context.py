@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from memoryapp.core import search
-from memoryapp.core.conversation import restore_history
+from memoryapp.core.conversation import pruned_through, restore_history
 from memoryapp.core.models import ContextItem, Finding, Memory, Session, Subtask, ToolCall
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
@@ -283,9 +283,11 @@ def assemble_context(
         conversation_tokens = used + tokens.REPLY_PRIMING_TOKENS if conversation else 0
 
     # System: session state and the summary of what the conversation pruned.
-    kept_other = [m["seq"] for m in conversation if m["role"] != "system"]
-    pruned_through = (kept_other[0] - 1) if kept_other else session.message_count
-    summary = summarize_pruned(session, pruned_through) if history["pruned_count"] else None
+    summary = (
+        summarize_pruned(session, pruned_through(session, conversation))
+        if history["pruned_count"]
+        else None
+    )
     state_text = fmt.state_section(_session_state(session, items))
     summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
     system_text, system_tokens = "", 0

@@ -459,6 +459,28 @@ def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> 
     }
 
 
+def pruned_through(session: Session, kept: list[HistoryMessage]) -> int:
+    """The last seq a restore that keeps `kept` prunes: before its first kept message
+    that is not a system message (all of them when it keeps none)."""
+    others = [m["seq"] for m in kept if m["role"] != "system"]
+    return others[0] - 1 if others else session.message_count
+
+
+def summarize_default_history(session: Session) -> None:
+    """Roll forward the summary the session's default restore answers (the agent's
+    max_messages and conversation budget), so that restore finds it current. The
+    extraction worker calls it after each turn: the agent's restore then does not wait
+    for the roll (a restore that finds it behind still rolls it itself)."""
+    from memoryapp.core.summaries import summarize_pruned
+
+    agent = session.agent
+    history = restore_history(
+        session, max_messages=agent.max_messages, max_tokens=agent.default_conversation_budget()
+    )
+    if history["pruned_count"]:
+        summarize_pruned(session, pruned_through(session, history["messages"]))
+
+
 # What message_dict reads of a message (a model instance, or these columns' values).
 MESSAGE_FIELDS = (
     "seq", "role", "content", "token_count", "created_at", "name", "tool_call_id",
