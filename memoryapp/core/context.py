@@ -28,6 +28,7 @@ from memoryapp.core.conversation import pruned_through, restore_history
 from memoryapp.core.models import ContextItem, Finding, Memory, Session, Subtask, ToolCall
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
+from memoryapp.core.workers import after_answer
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
@@ -308,8 +309,12 @@ def assemble_context(
 
     prompt = fmt.join_sections([system_text, working.text, findings_text, memories.text])
     if memories.kept and record_access:
-        Memory.objects.filter(id__in=[m.id for m in memories.kept]).update(
-            last_accessed_at=timezone.now(), access_count=F("access_count") + 1
+        # Bookkeeping the answer does not depend on: after it is sent.
+        kept_ids, now = [m.id for m in memories.kept], timezone.now()
+        after_answer(
+            lambda: Memory.objects.filter(id__in=kept_ids).update(
+                last_accessed_at=now, access_count=F("access_count") + 1
+            )
         )
     counts = {
         "system": system_tokens,

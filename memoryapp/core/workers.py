@@ -92,20 +92,23 @@ def run_after_answer(work: list[Callable[[], object]]) -> None:
 
 def after_answer(job: Callable[[], object]) -> None:
     """Run `job` once the request's answer is sent (when a request collects such work),
-    else now. Handing a committed turn's extraction to the broker is such work: the agent
-    need not wait for the publish, and a job never published is redone by the sweep
-    (SWEEP_QUEUED_AFTER). Without a broker (extraction runs in process) nothing waits:
-    the answer comes after the extraction, as before."""
+    else now: bookkeeping the answer does not depend on."""
     work = _after_answer.get()
-    if work is None or settings.CELERY_TASK_ALWAYS_EAGER:
+    if work is None:
         job()
     else:
         work.append(job)
 
 
 def dispatch_after_answer(job_id: int) -> None:
-    """Dispatch a committed turn's extraction job once the request's answer is sent."""
-    after_answer(lambda: dispatch_extraction(job_id))
+    """Dispatch a committed turn's extraction job once the request's answer is sent: the
+    agent need not wait for the publish, and a job never published is redone by the sweep
+    (SWEEP_QUEUED_AFTER). Without a broker (extraction runs in process) now: the answer
+    comes after the extraction, as before."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        dispatch_extraction(job_id)
+    else:
+        after_answer(lambda: dispatch_extraction(job_id))
 
 
 def dispatch_extraction(job_id: int) -> bool:
