@@ -344,3 +344,29 @@ def test_the_worker_rolls_the_default_restores_summary_ahead(
     assert (writes == []) == broker
     assert history["summary"]["covers_through_seq"] == 4
     assert history["summary"]["text"] and history["summary"]["stale"] is False
+
+
+def test_a_key_is_found_as_the_orm_finds_it(agent):
+    """api/auth._find_key reads a key and its agent with one hand-written query: every
+    field as the ORM gives it (times as aware datetimes on SQLite too); revoked: none."""
+    from datetime import UTC, datetime
+
+    from memoryapp.api.auth import _find_key
+    from memoryapp.core.models import ApiKey
+
+    key, raw = ApiKey.issue(agent, name="k")
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=datetime(2026, 11, 1, 12, 0, 0, 5, UTC))
+    agent.conversation_budget = 900
+    agent.save()
+    found = _find_key(raw)
+    expected = ApiKey.objects.select_related("agent").get(pk=key.pk)
+    fields = [f.attname for f in ApiKey._meta.concrete_fields]
+    assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
+    agent_fields = [f.attname for f in type(agent)._meta.concrete_fields]
+    assert [getattr(found.agent, f) for f in agent_fields] == [
+        getattr(expected.agent, f) for f in agent_fields
+    ]
+    assert found.last_used_at.tzinfo is not None and found.agent.conversation_budget == 900
+    key.revoke()
+    assert _find_key(raw) is None
+    assert _find_key("mk_not-a-key") is None
