@@ -3,7 +3,9 @@
 On PostgreSQL. Each session is filled through the ingest path (`append_turn`, turns of
 1,000 messages of real-looking text), with 20 long-term memories, 10 working-context
 items and 30 findings; then `assemble_context` (what GET /sessions/{key}/context runs)
-is timed over repeated calls, with and without a query hint. Prints a markdown table.
+is timed over repeated calls, with and without a query hint; then the same sessions'
+`GET /sessions/{key}/context` from a real server (gunicorn), as an agent asks for them.
+Prints markdown tables.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
         .venv/bin/python bench/context.py [--runs 50]
@@ -24,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, percentile, postgres_url  # noqa: E402
+from bench.common import TEXTS, percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
 
 
 def main() -> int:
@@ -34,7 +36,7 @@ def main() -> int:
     args = parser.parse_args()
     if postgres_url("bench/context.py") is None:
         return 2
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryapp.settings")
+    os.environ.update(server_env())  # as in production: DEBUG off
     import django
 
     django.setup()
@@ -62,7 +64,8 @@ def main() -> int:
             "| stored messages | query hint | p50 ms | p99 ms | messages returned | total tokens |"
         )
         print("|---:|:---|---:|---:|---:|---:|")
-        for size in (int(s) for s in args.sizes.split(",")):
+        sizes = [int(s) for s in args.sizes.split(",")]
+        for size in sizes:
             key = f"ctx-{size}"
             for start in range(0, size, 1000):
                 count = min(1000, size - start)
@@ -101,9 +104,51 @@ def main() -> int:
                     f"{body['token_counts']['total']:,} |",
                     flush=True,
                 )
+        print()
+        print(over_http(agent, sizes, args.runs))
     finally:
         agent.delete()
     return 0
+
+
+def over_http(agent, sizes: list[int], runs: int) -> str:
+    """GET /sessions/{key}/context at the default budget from a real server (gunicorn,
+    2 workers x 4 threads), one client: the same sessions, as an agent asks for them."""
+    import httpx
+
+    from memoryapp.core.models import ApiKey
+
+    _, raw = ApiKey.issue(agent, name="bench-context")
+    env = server_env()
+    server, base_url = start_gunicorn(env, 2, 4)
+    lines = [
+        f"Over HTTP (gunicorn 2 workers x 4 threads, one client, {runs} requests per row):",
+        "",
+        "| stored messages | query hint | p50 ms | p99 ms |",
+        "|---:|:---|---:|---:|",
+    ]
+    try:
+        with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {raw}"}) as http:
+            for size in sizes:
+                for hint in ("", "parser tokens"):
+                    params = {"query_hint": hint} if hint else {}
+                    path = f"/api/v1/sessions/ctx-{size}/context"
+                    for _ in range(10):
+                        http.get(path, params=params).raise_for_status()
+                    timings = []
+                    for _ in range(runs):
+                        started = time.perf_counter()
+                        http.get(path, params=params).raise_for_status()
+                        timings.append(time.perf_counter() - started)
+                    lines.append(
+                        f"| {size:,} | {'yes' if hint else 'no'} | "
+                        f"{statistics.median(timings) * 1000:.1f} | "
+                        f"{percentile(timings, 0.99) * 1000:.1f} |"
+                    )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,319 @@
+"""memoryapp beside Redis Agent Memory Server (the peer), in one run on this machine.
+
+The peer is installed by `../shared/peer/setup_peer.sh` (under /tmp/peer) and started here
+when it is not running. memoryapp runs as in production: gunicorn (2 workers x 4 threads
+by default) on PostgreSQL, one Celery worker on Redis doing the extraction of every turn.
+
+1. One client, sessions of 20 and 2,000 stored messages of real-size text: append one
+   two-message turn (the peer through its own client's `append_messages_to_working_memory`,
+   memoryapp with `POST /turns`) and restore the whole history (the peer's
+   `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
+   interleaved A B A B so that drift hits both. memoryapp's default pruned restore
+   (the agent's 100 messages) is timed too. Prints p50 per operation and the ratio.
+2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
+   memoryapp, the peer again. Prints turns per second, p50 and p99.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
+    REDIS_URL=redis://127.0.0.1:6379/14 .venv/bin/python bench/peer.py
+
+The peer's client (agent-memory-client 0.14.0) is in memoryapp's `test` extra. The
+database is created when missing and migrated; the bench agent is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
+
+PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
+# The text of the peer's own side-by-side script (../shared/peer/side_by_side.py).
+TEXT = (
+    "The function parses the configuration file and returns a dict of settings; "
+    "errors are reported with the line number. "
+) * 3
+# Limits that keep a whole session (the peer's get_working_memory answers everything).
+WHOLE = {"max_messages": 10000, "max_tokens": 10_000_000}
+
+
+def messages(n: int, tag: str) -> list[dict]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{tag} {i} {TEXT}"}
+        for i in range(n)
+    ]
+
+
+def peer_up(url: str) -> bool:
+    try:
+        return httpx.get(url + "/v1/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def ensure_peer(url: str) -> bool:
+    """The peer answers at `url`, started from PEER_DIR if need be; False (after saying
+    why) when it is not installed."""
+    if peer_up(url):
+        return True
+    start = PEER_DIR / "start_peer.sh"
+    if not start.exists():
+        print(
+            f"the peer is not installed: run ../shared/peer/setup_peer.sh (it builds {PEER_DIR})",
+            file=sys.stderr,
+        )
+        return False
+    subprocess.run([str(start)], check=False, stdout=subprocess.DEVNULL)
+    return peer_up(url)
+
+
+class Sides:
+    """Both systems' clients: the peer through agent-memory-client, memoryapp through
+    plain HTTP with its key."""
+
+    def __init__(self, peer_url: str, base_url: str, api_key: str, connections: int):
+        from agent_memory_client import MemoryAPIClient, MemoryClientConfig
+
+        self.peer = MemoryAPIClient(
+            MemoryClientConfig(base_url=peer_url, default_namespace="bench", timeout=120)
+        )
+        self.mem = httpx.AsyncClient(
+            base_url=base_url + "/api/v1",
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=120,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        )
+
+    async def close(self) -> None:
+        await self.peer.close()
+        await self.mem.aclose()
+
+    async def fill_peer(self, sid: str, n: int) -> None:
+        from agent_memory_client.models import MemoryMessage, WorkingMemory
+
+        memory = WorkingMemory(
+            session_id=sid,
+            namespace="bench",
+            messages=[MemoryMessage(**m) for m in messages(n, sid)],
+        )
+        await self.peer.put_working_memory(sid, memory, context_window_max=10_000_000)
+
+    async def fill_mem(self, sid: str, n: int) -> None:
+        batch = messages(n, sid)
+        for start in range(0, n, 200):
+            answer = await self.mem.post(
+                f"/sessions/{sid}/turns", json={"messages": batch[start : start + 200]}
+            )
+            answer.raise_for_status()
+
+    async def append_peer(self, sid: str, turn: list[dict]) -> None:
+        from agent_memory_client.models import MemoryMessage
+
+        await self.peer.append_messages_to_working_memory(
+            sid, [MemoryMessage(**m) for m in turn], context_window_max=10_000_000
+        )
+
+    async def append_mem(self, sid: str, turn: list[dict]) -> None:
+        answer = await self.mem.post(f"/sessions/{sid}/turns", json={"messages": turn})
+        answer.raise_for_status()
+
+    async def restore_peer(self, sid: str) -> int:
+        memory = await self.peer.get_working_memory(sid, context_window_max=10_000_000)
+        return len(memory.messages)
+
+    async def restore_mem(self, sid: str, params: dict | None = None) -> int:
+        answer = await self.mem.get(f"/sessions/{sid}/history", params=WHOLE if params is None else params)
+        answer.raise_for_status()
+        return len(answer.json()["messages"])
+
+
+async def timed(call) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = await call
+    return time.perf_counter() - started, result
+
+
+async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> list[dict]:
+    rows = []
+    turn = messages(2, "new")
+    for n in sizes:
+        sp, sm = f"peer-{run}-{n}", f"mem-{run}-{n}"
+        await sides.fill_peer(sp, n)
+        await sides.fill_mem(sm, n)
+        times: dict[str, list[float]] = {
+            "peer append": [],
+            "mem append": [],
+            "peer restore": [],
+            "mem restore": [],
+            "mem pruned": [],
+        }
+        returned = {}
+        for _ in range(reps):
+            seconds, _ = await timed(sides.append_peer(sp, turn))
+            times["peer append"].append(seconds)
+            seconds, _ = await timed(sides.append_mem(sm, turn))
+            times["mem append"].append(seconds)
+            seconds, returned["peer"] = await timed(sides.restore_peer(sp))
+            times["peer restore"].append(seconds)
+            seconds, returned["mem"] = await timed(sides.restore_mem(sm))
+            times["mem restore"].append(seconds)
+            seconds, returned["pruned"] = await timed(sides.restore_mem(sm, {}))
+            times["mem pruned"].append(seconds)
+        p50 = {op: statistics.median(values) * 1000 for op, values in times.items()}
+        rows.append({"size": n, "p50": p50, "returned": returned})
+    return rows
+
+
+async def load(sides: Sides, side: str, clients: int, size: int, seconds: float, run: str):
+    """`clients` concurrent appenders, each to its own session of `size` messages."""
+    sids = [f"{side}-load-{run}-{i}" for i in range(clients)]
+    fill = sides.fill_peer if side == "peer" else sides.fill_mem
+    append = sides.append_peer if side == "peer" else sides.append_mem
+    await asyncio.gather(*(fill(sid, size) for sid in sids))
+    turn = messages(2, "new")
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.monotonic() + seconds
+
+    async def client(sid: str) -> None:
+        nonlocal errors
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            try:
+                await append(sid, turn)
+            except Exception:
+                errors += 1
+                continue
+            latencies.append(time.perf_counter() - started)
+
+    began = time.monotonic()
+    await asyncio.gather(*(client(sid) for sid in sids))
+    wall = time.monotonic() - began
+    return {
+        "side": side,
+        "size": size,
+        "per_s": len(latencies) / wall,
+        "p50": statistics.median(latencies) * 1000 if latencies else float("nan"),
+        "p99": percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
+        "errors": errors,
+    }
+
+
+async def compare(args, base_url: str, api_key: str) -> None:
+    run = secrets.token_hex(3)
+    sides = Sides(args.peer, base_url, api_key, args.clients + 2)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        rows = await one_client(sides, sizes, args.reps, run)
+        print(f"One client, {args.reps} repetitions per row, interleaved peer / memoryapp.")
+        print()
+        print("| stored messages | operation | peer p50 ms | memoryapp p50 ms | peer / memoryapp |")
+        print("|---:|:--|---:|---:|---:|")
+        for row in rows:
+            p = row["p50"]
+            for op, name in (("append", "append one turn"), ("restore", "restore history")):
+                ratio = p[f"peer {op}"] / p[f"mem {op}"]
+                print(
+                    f"| {row['size']:,} | {name} | {p[f'peer {op}']:.1f} | "
+                    f"{p[f'mem {op}']:.1f} | {ratio:.2f} |"
+                )
+        print()
+        print("memoryapp's default pruned restore (the agent's max_messages, token budget):")
+        print()
+        print("| stored messages | messages returned | p50 ms |")
+        print("|---:|---:|---:|")
+        for row in rows:
+            print(f"| {row['size']:,} | {row['returned']['pruned']} | {row['p50']['mem pruned']:.1f} |")
+        for row in rows:
+            got = row["returned"]
+            if got["peer"] != got["mem"]:
+                print(f"warning: at {row['size']} the peer returned {got['peer']} messages, "
+                      f"memoryapp {got['mem']}", file=sys.stderr)  # fmt: skip
+        print()
+        print(
+            f"{args.clients} concurrent clients appending for {args.seconds:.0f} s each: "
+            "the peer, memoryapp, the peer again."
+        )
+        print()
+        print("| system | stored messages | clients | turns/s | p50 ms | p99 ms | errors |")
+        print("|:--|---:|---:|---:|---:|---:|---:|")
+        for size in sizes:
+            for side in ("peer", "memoryapp", "peer"):
+                r = await load(sides, side, args.clients, size, args.seconds, run + side[0] + "x")
+                run += "1"
+                print(
+                    f"| {r['side']} | {size:,} | {args.clients} | {r['per_s']:.0f} | "
+                    f"{r['p50']:.1f} | {r['p99']:.1f} | {r['errors']} |",
+                    flush=True,
+                )
+    finally:
+        await sides.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="memoryapp beside Redis Agent Memory Server")
+    parser.add_argument("--peer", default="http://127.0.0.1:8390", help="the peer's URL")
+    parser.add_argument("--reps", type=int, default=60)
+    parser.add_argument("--sizes", default="20,2000")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=10.0, help="per load run")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args()
+
+    if postgres_url("bench/peer.py") is None:
+        return 2
+    if not ensure_peer(args.peer):
+        return 2
+    env = server_env()
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from memoryapp.core.models import Agent, ApiKey
+
+    call_command("migrate", verbosity=0)
+    agent = Agent.objects.create(name=f"bench-peer-{secrets.token_hex(4)}")
+    _, api_key = ApiKey.issue(agent, name="bench")
+    server, base_url = start_gunicorn(env, args.workers, args.threads)
+    worker = None
+    if env.get("REDIS_URL"):
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memoryapp", "worker", "--concurrency", "1",
+             "--loglevel", "warning", "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
+    try:
+        extraction = "Redis + 1 Celery worker" if worker else "extraction in the request"
+        print(
+            f"memoryapp: gunicorn {args.workers} workers x {args.threads} threads, PostgreSQL, "
+            f"{extraction}; peer: {args.peer}; {os.cpu_count()} cores"
+        )
+        print()
+        asyncio.run(compare(args, base_url, api_key))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=30)
+        agent.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
