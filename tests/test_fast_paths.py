@@ -370,3 +370,15 @@ def test_a_key_is_found_as_the_orm_finds_it(agent):
     key.revoke()
     assert _find_key(raw) is None
     assert _find_key("mk_not-a-key") is None
+
+
+def test_messages_and_turns_have_no_single_column_session_index():
+    """Migration 0011: the (session, seq) and (session, iteration) unique constraints
+    serve every lookup by session; a single-column index only cost writes, and misled
+    PostgreSQL into reading a whole grown session to find its newest messages."""
+    with connection.cursor() as cursor:
+        for table in ("core_message", "core_turn"):
+            constraints = connection.introspection.get_constraints(cursor, table)
+            by_session = [c["columns"] for c in constraints.values() if c["index"] or c["unique"]]
+            assert ["session_id"] not in by_session, table
+            assert any(cols[:1] == ["session_id"] and len(cols) == 2 for cols in by_session)

@@ -261,7 +261,10 @@ class Turn(models.Model):
         REPORTED = "reported", "reported by the agent"
         COUNTED = "counted", "counted from the turn's messages"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    # No index of its own: turn_unique_iteration (session, iteration) serves lookups.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="turns", db_index=False
+    )
     iteration = models.PositiveIntegerField()
     message_count = models.PositiveIntegerField(default=0)
     input_tokens = models.PositiveIntegerField(default=0)
@@ -300,7 +303,11 @@ class Message(models.Model):
         ASSISTANT = "assistant"
         TOOL = "tool"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: message_unique_seq (session, seq) serves lookups, and a
+    # single-column one misled the planner on grown sessions (migration 0011).
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     turn = models.ForeignKey(
         Turn, on_delete=models.CASCADE, related_name="messages", null=True, blank=True
     )
