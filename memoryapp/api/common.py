@@ -59,12 +59,15 @@ def live_session(
     """The key's agent's live session, or a 404 (None with `missing_ok`): another agent's
     session and an expired one read as absent, so a key learns nothing about sessions
     that are not its own. `lock`: locked for the caller's transaction."""
-    sessions = Session.objects.for_agent(agent_of(request)).active().select_related("agent")
+    agent = agent_of(request)
+    sessions = Session.objects.for_agent(agent).active()
     if lock:
         sessions = sessions.select_for_update(of=SELF)
     session = sessions.filter(key=session_key(key)).first()
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")
+    if session is not None:
+        session.agent = agent  # read with the key: not read again
     return session
 
 
