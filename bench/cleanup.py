@@ -6,7 +6,8 @@ outputs, 50 extraction jobs, 10 findings, 5 working-context items, 3 subtasks an
 long-term memory), removes them once with `memoryapp.core.cleanup.run_cleanup` and once,
 on identical freshly generated data, with `Session.objects.filter(expired).delete()`
 (Django's cascade collector). While each runs, 8 clients append turns to live sessions of
-a real gunicorn server; their p99 latency is reported beside the rows/s.
+a real gunicorn server; their p99 latency is reported beside the rows/s, and first, for
+comparison, the same clients' latency over 10 seconds with no cleanup running.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
         .venv/bin/python bench/cleanup.py [--sessions 1000] [--messages 1000]
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
 
 TURNS = 50
+IDLE_SECONDS = 10.0
 
 
 def generate(cursor, agent_id: int, sessions: int, messages: int, tag: str) -> None:
@@ -61,11 +63,11 @@ def generate(cursor, agent_id: int, sessions: int, messages: int, tag: str) -> N
     cursor.execute(
         """
         INSERT INTO core_message (session_id, turn_id, seq, role, content, name, tool_call_id,
-            token_count, created_at)
+            token_count, created_at, client_id)
         SELECT t.session_id, t.id, t.first_seq + m - 1,
             CASE WHEN m %% 2 = 0 THEN 'assistant' ELSE 'user' END,
             'Let''s open the file and look at the function that parses the header.',
-            '', '', 20, now()
+            '', '', 20, now(), ''
         FROM core_turn t JOIN core_session s ON s.id = t.session_id,
             generate_series(1, %s) m
         WHERE s.agent_id = %s AND s.key LIKE %s
@@ -75,8 +77,9 @@ def generate(cursor, agent_id: int, sessions: int, messages: int, tag: str) -> N
     cursor.execute(
         """
         INSERT INTO core_toolcall (turn_id, session_id, tool, query, success, output_size,
-            output_excerpt, file_path, created_at)
-        SELECT t.id, t.session_id, 'grep', 'VectorStore', true, 4000, repeat('x', 200), '', now()
+            output_excerpt, file_path, created_at, call_id, kind, fact, skipped)
+        SELECT t.id, t.session_id, 'grep', 'VectorStore', true, 4000, repeat('x', 200), '', now(),
+            'call_' || t.iteration, 'search', '3 matches', false
         FROM core_turn t JOIN core_session s ON s.id = t.session_id
         WHERE s.agent_id = %s AND s.key LIKE %s
         """,
@@ -102,10 +105,12 @@ def generate(cursor, agent_id: int, sessions: int, messages: int, tag: str) -> N
         [agent_id, f"{tag}-%"],
     )
     for table, columns, values, count in (
-        ("core_finding", "tool, query, fact, success, file_path, source, created_at, updated_at",
-         "'grep', 'q' || g, '3 matches', true, '', 'extracted', now(), now()", 10),
-        ("core_contextitem", "key, value, source, confidence, created_at, updated_at",
-         "'item_' || g, '\"v\"', 'inferred', 0.6, now(), now()", 5),
+        ("core_finding",
+         "tool, query, fact, success, file_path, source, created_at, updated_at, identity, kind",
+         "'grep', 'q' || g, '3 matches', true, '', 'extracted', now(), now(), md5('q' || g), "
+         "'search'", 10),
+        ("core_contextitem", "key, value, source, confidence, created_at, updated_at, evidence",
+         "'item_' || g, '\"v\"', 'inferred', 0.6, now(), now(), '[]'", 5),
         ("core_subtask", "title, status, position, created_at, updated_at",
          "'task ' || g, 'pending', g, now(), now()", 3),
     ):  # fmt: skip
@@ -198,6 +203,25 @@ def main() -> int:
             "| " + " | ".join(columns + ["ingest p50 ms", "ingest p99 ms", "ingest errors"]) + " |"
         )
         print("|:---|---:|---:|---:|---:|---:|---:|---:|")
+        # The same 8 clients with no cleanup running: the p99 the targets compare with.
+        latencies: list[float] = []
+        errors: list[int] = []
+        stop = threading.Event()
+        load = threading.Thread(
+            target=ingest_during, args=(base_url, api_key, stop, latencies, errors)
+        )
+        load.start()
+        time.sleep(1.0)
+        latencies.clear()
+        time.sleep(IDLE_SECONDS)
+        stop.set()
+        load.join()
+        print(
+            f"| ingest alone (no cleanup) | {IDLE_SECONDS:.1f} | – | – | – | "
+            f"{statistics.median(latencies) * 1000:.1f} | "
+            f"{percentile(latencies, 0.99) * 1000:.1f} | {len(errors)} of {len(latencies)} |",
+            flush=True,
+        )
         for method in ("memoryapp cleanup (batched)", "naive queryset .delete()"):
             tag = secrets.token_hex(3)
             with connection.cursor() as cursor:

@@ -382,3 +382,38 @@ def test_messages_and_turns_have_no_single_column_session_index():
             by_session = [c["columns"] for c in constraints.values() if c["index"] or c["unique"]]
             assert ["session_id"] not in by_session, table
             assert any(cols[:1] == ["session_id"] and len(cols) == 2 for cols in by_session)
+
+
+def test_a_findings_message_link_has_no_database_constraint_and_still_behaves():
+    """Migration 0012: PostgreSQL no longer checks finding -> message at commit once per
+    deleted message (most of TTL cleanup's time). The link still behaves: cleanup removes
+    a session's findings with its messages, and a message deleted on its own leaves its
+    finding with no message, as the ORM's SET_NULL says."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memoryapp.core.cleanup import purge_sessions
+    from memoryapp.core.models import Agent, Finding
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            constraints = connection.introspection.get_constraints(cursor, "core_finding")
+        assert not [c for c in constraints.values() if c["foreign_key"] and
+                    c["columns"] == ["message_id"]]  # fmt: skip
+    agent = Agent.objects.create(name="links")
+    sessions = []
+    for key in ("gone", "kept"):
+        session = Session.objects.create(agent=agent, key=key, expires_at=timezone.now())
+        message = Message.objects.create(session=session, seq=1, role="tool", content="3 hits",
+                                         token_count=3)  # fmt: skip
+        Finding.objects.create(session=session, tool="grep", query="q", fact="3 hits",
+                               message=message)  # fmt: skip
+        sessions.append(session)
+    gone, kept = sessions
+    Session.objects.filter(pk=kept.pk).update(expires_at=timezone.now() + timedelta(hours=1))
+    purge_sessions([gone.pk, kept.pk], timezone.now())
+    assert not Finding.objects.filter(session_id=gone.pk).exists()
+    assert not Message.objects.filter(session_id=gone.pk).exists()
+    Message.objects.filter(session=kept).delete()
+    assert Finding.objects.get(session=kept).message_id is None

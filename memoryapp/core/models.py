@@ -458,8 +458,15 @@ class Finding(SessionItemOnDashboard, models.Model):
     turn = models.ForeignKey(
         Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # No constraint in PostgreSQL (migration 0012): finding and message leave together with
+    # their session, and the check at commit, once per deleted message, was most of cleanup.
     message = models.ForeignKey(
-        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        Message,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
     )
     tool_call = models.ForeignKey(
         ToolCall, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
