@@ -186,12 +186,18 @@ def finding_dict(finding: Finding, stale: bool | None = None) -> FindingShape:
     }
 
 
+_FINDING_FIELDS = tuple(f.name for f in Finding._meta.concrete_fields)
+
+
 def findings_for_prompt(session: Session, limit: int) -> list[Finding]:
     """Newest first, bookkeeping (todo lists, trackers) after every real finding, so it
     never crowds them out of the budget."""
     rows = list(
         Finding.objects.filter(session=session)
         .select_related("turn", "message", "tool_call")
+        # Of the related rows only what the provenance names (finding_dict): not a whole
+        # message's content or a tool call's output for each finding.
+        .only(*_FINDING_FIELDS, "turn__iteration", "message__seq", "tool_call__call_id")
         .order_by("-updated_at", "-id")[:limit]
     )
     return [f for f in rows if f.kind != kinds.BOOKKEEPING] + [
