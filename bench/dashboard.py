@@ -5,8 +5,15 @@ messages, with tool calls, findings and context items), then times the server re
 (Django's test client, in-process: no network, no browser) of the main pages: agents
 overview, agent page, session page, a page of pruned messages, one live poll, memories.
 
+After filling, the summary of pruned history is brought current, as the extraction worker
+keeps it with a broker (otherwise each of the first views rolls it 5,000 messages further,
+about 60 ms each), and the tables are vacuumed and analyzed, as autovacuum would do on a
+server (this machine's PostgreSQL runs with autovacuum off): without statistics the
+planner takes a 100,000-message session for a few rows and reads all of it for the newest
+hundred, and each run's deleted rows stay in the tables for the next run to scan.
+
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
-        .venv/bin/python bench/dashboard.py [--runs 20]
+        .venv/bin/python bench/dashboard.py [--runs 20] [--sizes 1000,100000] [--pages session]
 """
 
 from __future__ import annotations
@@ -29,7 +36,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="memoryapp dashboard render benchmark")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument(
+        "--pages", default="", help="only these pages, comma-separated (e.g. session,live poll)"
+    )
     args = parser.parse_args()
+    wanted = {p.strip() for p in args.pages.split(",") if p.strip()}
     if postgres_url("bench/dashboard.py") is None:
         return 2
     os.environ.pop("REDIS_URL", None)
@@ -42,7 +53,13 @@ def main() -> int:
     from django.core.management import call_command
     from django.test import Client
 
-    from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
+    from memoryapp.core.conversation import (
+        MessageInput,
+        ToolCallInput,
+        TurnInput,
+        append_turn,
+        summarize_default_history,
+    )
     from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session
     from memoryapp.dashboard.models import Membership
 
@@ -79,11 +96,26 @@ def main() -> int:
                 calls = [ToolCallInput("grep", f"symbol{start}", "src/a.py:1: x", True)]
                 append_turn(agent, key, TurnInput(messages, tool_calls=calls))
             session = Session.objects.get(agent=agent, key=key)
+            # With a broker the extraction worker rolls the summary of pruned history
+            # forward after each turn; in process nothing does, and the first twenty views
+            # of the page would each roll it 5,000 messages further. Bring it current.
+            while True:
+                through = session.summary_through_seq
+                summarize_default_history(session)
+                session.refresh_from_db()
+                if session.summary_through_seq == through:
+                    break
             for i in range(10):
                 ContextItem.objects.create(session=session, key=f"item_{i}", value=f"value {i}")
             for i in range(30):
                 Finding.objects.create(
                     session=session, tool="grep", query=f"q{i}", fact=f"{i} matches", step=i + 1
+                )
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "VACUUM ANALYZE core_session, core_turn, core_message, core_toolcall,"
+                    " core_finding, core_contextitem, core_extractionjob, core_memoryevent,"
+                    " core_memory"
                 )
             base = f"/agents/{agent.name}"
             pages = [
@@ -95,6 +127,8 @@ def main() -> int:
                 ("memories", f"{base}/memories/"),
             ]
             for label, path in pages:
+                if wanted and label not in wanted:
+                    continue
                 headers = {"HX-Request": "true"} if label == "live poll" else {}
                 assert client.get(path, headers=headers).status_code == 200, path
                 timings = []

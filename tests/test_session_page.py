@@ -410,3 +410,43 @@ def test_pruned_history_opens_in_order_hides_again_and_looks_outside(agent, view
         "/agents/coder/sessions/p/", headers={**HX, "HX-Target": "pruned-marker"}
     ).content.decode()
     assert ">show them</a>" in hidden and _seqs(hidden) == []
+
+
+def test_findings_provenance_costs_the_same_queries_for_n_and_2n_findings(agent, viewer):
+    """Each finding shows its turn, message and tool call: they are read with the findings,
+    never one query per finding, on the page and in the live poll."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memoryapp.core import workers
+    from memoryapp.core.models import ExtractionJob
+
+    def queries(key: str, turns: int) -> list[int]:
+        for i in range(turns):
+            append_turn(
+                agent,
+                key,
+                TurnInput(
+                    [MessageInput("user", f"look for {i}"), MessageInput("assistant", "found")],
+                    tool_calls=[ToolCallInput("grep", f"{key}_{i}", "src/a.py:1: x", True)],
+                ),
+            )
+        for job in ExtractionJob.objects.filter(session__key=key).order_by("id"):
+            assert workers.run_extraction(job.pk) == "done"
+        with_provenance = Finding.objects.filter(
+            session__key=key, turn__isnull=False, message__isnull=False, tool_call__isnull=False
+        )
+        assert with_provenance.count() == turns
+        counts = []
+        for url, headers in (
+            (f"/agents/coder/sessions/{key}/", {}),
+            (f"/agents/coder/sessions/{key}/live/?after_seq=0&after_finding=0", HX),
+        ):
+            with CaptureQueriesContext(connection) as captured:
+                html = viewer.get(url, headers=headers).content.decode()
+            assert f'call <code class="call">grep {key}_0</code>' in html
+            assert f"/agents/coder/sessions/{key}/?at=2#msg-2" in html
+            counts.append(len(captured))
+        return counts
+
+    assert queries("n", 4) == queries("twice_n", 8)

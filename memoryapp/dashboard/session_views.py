@@ -127,6 +127,10 @@ def _budget_bars(context_view: dict) -> list[dict]:
     ]
 
 
+_ABSENT = (("name", ""), ("tool_call_id", ""), ("client_id", ""), ("removed_at", None),
+           ("revisions", None))  # fmt: skip
+
+
 def _rows(session: Session, messages: list[dict], *, outside: bool = False) -> list[dict]:
     """Messages ready to show: each with its turn, its tool calls (tool results placed
     under the call they answer), and, on the last message of a turn, the turn's findings
@@ -152,6 +156,10 @@ def _rows(session: Session, messages: list[dict], *, outside: bool = False) -> l
         iteration = turn_of.get(message["seq"])
         message["iteration"] = iteration
         message["outside"] = outside
+        # message_dict leaves out what a message lacks; the template reads every key, and a
+        # key it does not find costs it an exception and a dir() of the dict.
+        for key, absent in _ABSENT:
+            message.setdefault(key, absent)
         if iteration is not None:
             last_of_turn[iteration] = message["seq"]
             if message.get("tool_calls"):
@@ -234,6 +242,38 @@ def _blocks(session: Session, typed_budget: int | None) -> dict:
     }
 
 
+def _findings_shown(session: Session, after: int | None = None) -> list[Finding]:
+    """Findings with what their provenance line shows of their turn, message and tool
+    call: the newest (the page), or the first after id `after` (the live poll). Their
+    session is the one already read: joined, its row (with the summary's state, kilobytes
+    of JSON) would be read and decoded once per finding."""
+    rows = (
+        Finding.objects.filter(session=session)
+        .select_related("turn", "message", "tool_call")
+        .only(*_FINDING_COLUMNS, *_PROVENANCE_SHOWN)
+    )
+    if after is None:
+        rows = rows.order_by("-updated_at", "-id")[:MAX_FINDINGS_SHOWN]
+    else:
+        rows = rows.filter(id__gt=after).order_by("id")[:LIVE_LIMIT]
+    findings = list(rows)
+    for finding in findings:
+        finding.session = session
+    return findings
+
+
+def _context_items(session: Session) -> list[ContextItem]:
+    """The session's working context, its session the one already read (see above)."""
+    items = list(ContextItem.objects.filter(session=session).order_by("-confidence", "key"))
+    for item in items:
+        item.session = session
+    return items
+
+
+_FINDING_COLUMNS = [field.name for field in Finding._meta.concrete_fields]
+_PROVENANCE_SHOWN = ("turn__iteration", "message__seq", "tool_call__tool", "tool_call__query")
+
+
 def _typed_budget(request: HttpRequest) -> int | None:
     raw = request.GET.get("budget") or ""
     if not raw.isascii() or not raw.isdigit():
@@ -278,21 +318,13 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     at = _int_param(request, "at", 0)
     if 0 < at < received.first_kept:  # a link to a pruned message opens its page
         context.update(_around(session, at, received.first_kept), expanded=True)
-    findings = list(
-        Finding.objects.filter(session=session)
-        .select_related("session", "turn", "message", "tool_call")
-        .order_by("-updated_at", "-id")[:MAX_FINDINGS_SHOWN]
-    )
+    findings = _findings_shown(session)
     stale = Finding.stale_among(session, findings)
     grouped: dict[str, list] = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
         finding.is_stale_read = finding.id in stale
         grouped[fmt.finding_group(finding.kind)].append(finding)
-    context_items = list(
-        ContextItem.objects.filter(session=session)
-        .select_related("session")
-        .order_by("-confidence", "key")
-    )
+    context_items = _context_items(session)
     MemoryEvent.attach_people(findings, context_items)  # who added or edited each: one query
     context.update(
         rows=_rows(session, received.pinned + received.kept),
@@ -386,11 +418,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
     messages = list(
         Message.objects.filter(session=session, seq__gt=after_seq).order_by("seq")[:LIVE_LIMIT]
     )
-    findings = list(
-        Finding.objects.filter(session=session, id__gt=after_finding)
-        .select_related("session", "turn", "message", "tool_call")
-        .order_by("id")[:LIVE_LIMIT]
-    )
+    findings = _findings_shown(session, after=after_finding)
     context = {"agent": agent, "role": role, "session": session, "oob": True}
     state = {
         "after_seq": messages[-1].seq if messages else after_seq,
@@ -402,15 +430,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
         "marker": marker,
     }
     if messages or findings or changed:
-        items = (
-            list(
-                ContextItem.objects.filter(session=session)
-                .select_related("session")
-                .order_by("-confidence", "key")
-            )
-            if changed
-            else None
-        )
+        items = _context_items(session) if changed else None
         MemoryEvent.attach_people(findings, items or [])
         # The budget typed on the page, if any, comes with each poll (hx-include).
         blocks = _blocks(session, _typed_budget(request))
