@@ -134,7 +134,9 @@ class Sides:
         return len(memory.messages)
 
     async def restore_mem(self, sid: str, params: dict | None = None) -> int:
-        answer = await self.mem.get(f"/sessions/{sid}/history", params=WHOLE if params is None else params)
+        answer = await self.mem.get(
+            f"/sessions/{sid}/history", params=WHOLE if params is None else params
+        )
         answer.raise_for_status()
         return len(answer.json()["messages"])
 
@@ -235,7 +237,8 @@ async def compare(args, base_url: str, api_key: str) -> None:
         print("| stored messages | messages returned | p50 ms |")
         print("|---:|---:|---:|")
         for row in rows:
-            print(f"| {row['size']:,} | {row['returned']['pruned']} | {row['p50']['mem pruned']:.1f} |")
+            pruned = row["p50"]["mem pruned"]
+            print(f"| {row['size']:,} | {row['returned']['pruned']} | {pruned:.1f} |")
         for row in rows:
             got = row["returned"]
             if got["peer"] != got["mem"]:
