@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import statistics
@@ -204,18 +205,8 @@ def main() -> int:
         )
         print("|:---|---:|---:|---:|---:|---:|---:|---:|")
         # The same 8 clients with no cleanup running: the p99 the targets compare with.
-        latencies: list[float] = []
-        errors: list[int] = []
-        stop = threading.Event()
-        load = threading.Thread(
-            target=ingest_during, args=(base_url, api_key, stop, latencies, errors)
-        )
-        load.start()
-        time.sleep(1.0)
-        latencies.clear()
-        time.sleep(IDLE_SECONDS)
-        stop.set()
-        load.join()
+        with ingesting(base_url, api_key) as (latencies, errors):
+            time.sleep(IDLE_SECONDS)
         print(
             f"| ingest alone (no cleanup) | {IDLE_SECONDS:.1f} | – | – | – | "
             f"{statistics.median(latencies) * 1000:.1f} | "
@@ -233,24 +224,14 @@ def main() -> int:
                 )  # fmt: skip
                 messages_before = cursor.fetchone()[0]
             rows_before = _all_rows(connection, agent.pk)
-            latencies: list[float] = []
-            errors: list[int] = []
-            stop = threading.Event()
-            load = threading.Thread(
-                target=ingest_during, args=(base_url, api_key, stop, latencies, errors)
-            )
-            load.start()
-            time.sleep(1.0)
-            latencies.clear()  # measure only while the cleanup runs
-            started = time.perf_counter()
-            if method.startswith("memoryapp"):
-                run = run_cleanup(triggered_by="bench")
-                assert run is not None and run.status == "done", run and run.error
-            else:
-                Session.objects.filter(agent=agent, expires_at__lte=timezone.now()).delete()
-            elapsed = time.perf_counter() - started
-            stop.set()
-            load.join()
+            with ingesting(base_url, api_key) as (latencies, errors):
+                started = time.perf_counter()
+                if method.startswith("memoryapp"):
+                    run = run_cleanup(triggered_by="bench")
+                    assert run is not None and run.status == "done", run and run.error
+                else:
+                    Session.objects.filter(agent=agent, expires_at__lte=timezone.now()).delete()
+                elapsed = time.perf_counter() - started
             rows_after = _all_rows(connection, agent.pk)
             removed = rows_before - rows_after
             assert not Session.objects.filter(agent=agent).exists()
@@ -272,6 +253,24 @@ def main() -> int:
         agent.delete()
         live_agent.delete()
     return 0
+
+
+@contextlib.contextmanager
+def ingesting(base_url: str, api_key: str):
+    """8 clients appending turns for as long as the block runs (counted from a second
+    after they start); yields the lists their latencies and errors go to."""
+    latencies: list[float] = []
+    errors: list[int] = []
+    stop = threading.Event()
+    load = threading.Thread(target=ingest_during, args=(base_url, api_key, stop, latencies, errors))
+    load.start()
+    time.sleep(1.0)
+    latencies.clear()
+    try:
+        yield latencies, errors
+    finally:
+        stop.set()
+        load.join()
 
 
 def _all_rows(connection, agent_id: int) -> int:

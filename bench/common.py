@@ -107,3 +107,15 @@ def start_gunicorn(
         time.sleep(0.2)
     server.terminate()
     raise RuntimeError("gunicorn did not come up")
+
+
+def start_worker(env: dict) -> subprocess.Popen | None:
+    """One Celery worker (concurrency 1) beside the server when REDIS_URL is set, as in
+    production; None without a broker (extraction runs in the request)."""
+    if not env.get("REDIS_URL"):
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memoryapp", "worker", "--concurrency", "1",
+         "--loglevel", "warning", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip

@@ -21,7 +21,6 @@ import asyncio
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
+from bench.common import percentile, postgres_url, server_env, start_gunicorn, start_worker  # noqa: E402
 
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
@@ -125,13 +124,7 @@ def main() -> int:
     _, api_key = ApiKey.issue(agent, name="bench")
 
     server, base_url = start_gunicorn(env, args.workers, args.threads)
-    worker = None
-    if env.get("REDIS_URL"):
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memoryapp", "worker", "--concurrency", "1",
-             "--loglevel", "warning", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env,
-        )  # fmt: skip
+    worker = start_worker(env)
     try:
         broker = "Redis + 1 Celery worker" if worker else "extraction in-process"
         print(

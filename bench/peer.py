@@ -37,7 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
+from bench.common import percentile, postgres_url, server_env, start_gunicorn, start_worker  # noqa: E402
 
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 # The text of the peer's own side-by-side script (../shared/peer/side_by_side.py).
@@ -293,13 +293,7 @@ def main() -> int:
     agent = Agent.objects.create(name=f"bench-peer-{secrets.token_hex(4)}")
     _, api_key = ApiKey.issue(agent, name="bench")
     server, base_url = start_gunicorn(env, args.workers, args.threads)
-    worker = None
-    if env.get("REDIS_URL"):
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memoryapp", "worker", "--concurrency", "1",
-             "--loglevel", "warning", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env,
-        )  # fmt: skip
+    worker = start_worker(env)
     try:
         extraction = "Redis + 1 Celery worker" if worker else "extraction in the request"
         print(
