@@ -417,3 +417,37 @@ def test_a_findings_message_link_has_no_database_constraint_and_still_behaves():
     assert not Message.objects.filter(session_id=gone.pk).exists()
     Message.objects.filter(session=kept).delete()
     assert Finding.objects.get(session=kept).message_id is None
+
+
+@pytest.mark.parametrize("working_budget", [40, 90, 160, 400, 100_000])
+def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_budget):
+    """assemble_context tries all the findings first (one exact count), and searches only
+    when they do not fit: either way, the newest findings that fit, and the next one
+    would not have."""
+    from memoryapp.core.context import _finding_items, assemble_context, findings_for_prompt
+    from memoryapp.core.models import Finding
+    from memoryapp.lib import prompt as fmt
+    from memoryapp.lib import tokens
+
+    agent.working_budget = working_budget
+    agent.save()
+    session = Session.objects.create(agent=agent, key="f", expires_at="2099-01-01T00:00:00Z")
+    for n in range(12):
+        Finding.objects.create(session=session, tool="grep", query=f"symbol_{n}",
+                               fact=f"{n} matches of symbol_{n} in src/module_{n}.py")  # fmt: skip
+    context = assemble_context(session, record_access=False)
+    kept = len(context["findings"])
+    ordered = findings_for_prompt(session, 100)
+    encoding = tokens.get_encoding(agent.encoding)
+
+    def cost(count):
+        text = fmt.findings_section(_finding_items(ordered[:count], set()))
+        return tokens.count_text(encoding, text + "\n\n") if text else 0
+
+    room = context["budget"]["working"] - context["token_counts"]["working"] + cost(kept)
+    assert cost(kept) <= room
+    assert kept == len(ordered) or cost(kept + 1) > room
+    if working_budget <= 90:
+        assert 0 < kept < 12 or (working_budget == 40 and kept < 12)  # the search ran
+    if working_budget == 100_000:
+        assert kept == 12  # all fit: no search

@@ -242,20 +242,27 @@ def assemble_context(
     )
     findings = findings_for_prompt(session, MAX_FINDINGS)
     stale = Finding.stale_among(session, findings)
-    # The longest newest-first prefix that fits: its cost only grows with its length,
-    # so a binary search needs a handful of exact counts.
+    # The longest newest-first prefix that fits: all of them, most often (one exact count);
+    # else, as its cost only grows with its length, a binary search of a few exact counts.
     room = budget.working - working.tokens
-    low, high = 0, len(findings)
-    while low < high:
-        middle = (low + high + 1) // 2
-        text = fmt.findings_section(_finding_items(findings[:middle], stale))
-        if tokens.count_text(encoding, text + "\n\n") <= room:
-            low = middle
-        else:
-            high = middle - 1
+
+    def section(count: int) -> tuple[str, int]:
+        text = fmt.findings_section(_finding_items(findings[:count], stale))
+        return text, tokens.count_text(encoding, text + "\n\n") if text else 0
+
+    low = len(findings)
+    findings_text, findings_tokens = section(low)
+    if findings_tokens > room:
+        low, high = 0, len(findings) - 1
+        findings_text, findings_tokens = "", 0  # the prefix `low` is: none fits yet
+        while low < high:
+            middle = (low + high + 1) // 2
+            text, cost = section(middle)
+            if cost <= room:
+                low, findings_text, findings_tokens = middle, text, cost
+            else:
+                high = middle - 1
     kept_findings = findings[:low]
-    findings_text = fmt.findings_section(_finding_items(kept_findings, stale))
-    findings_tokens = tokens.count_text(encoding, findings_text + "\n\n") if findings_text else 0
     working_tokens = working.tokens + findings_tokens
 
     # Long-term memories.
