@@ -451,3 +451,21 @@ def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_b
         assert 0 < kept < 12 or (working_budget == 40 and kept < 12)  # the search ran
     if working_budget == 100_000:
         assert kept == 12  # all fit: no search
+
+
+def test_rolling_ahead_reads_nothing_for_a_session_that_fits(api, agent):
+    """The worker's roll-ahead costs a session whose whole history fits no query at all
+    (most sessions, most of the time); one over its max_messages it restores."""
+    from memoryapp.core.conversation import summarize_default_history
+
+    api.post("/api/v1/sessions/small/turns", BODY)
+    session = Session.objects.select_related("agent").get(key="small")
+    with CaptureQueriesContext(connection) as queries:
+        summarize_default_history(session)
+    assert len(queries) == 0
+    agent.max_messages = 2
+    agent.save()
+    session = Session.objects.select_related("agent").get(key="small")
+    with CaptureQueriesContext(connection) as queries:
+        summarize_default_history(session)
+    assert len(queries) > 0 and Session.objects.get(key="small").summary_through_seq > 0

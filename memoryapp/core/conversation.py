@@ -474,9 +474,13 @@ def summarize_default_history(session: Session) -> None:
     from memoryapp.core.summaries import summarize_pruned
 
     agent = session.agent
-    history = restore_history(
-        session, max_messages=agent.max_messages, max_tokens=agent.default_conversation_budget()
-    )
+    budget = agent.default_conversation_budget()
+    if (
+        session.message_count <= agent.max_messages
+        and session.token_count + tokens.REPLY_PRIMING_TOKENS <= budget
+    ):
+        return  # it all fits: nothing pruned to summarize (a restore reads nothing more)
+    history = restore_history(session, max_messages=agent.max_messages, max_tokens=budget)
     if history["pruned_count"]:
         summarize_pruned(session, pruned_through(session, history["messages"]))
 
