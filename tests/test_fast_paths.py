@@ -469,3 +469,35 @@ def test_rolling_ahead_reads_nothing_for_a_session_that_fits(api, agent):
     with CaptureQueriesContext(connection) as queries:
         summarize_default_history(session)
     assert len(queries) > 0 and Session.objects.get(key="small").summary_through_seq > 0
+
+
+def test_the_session_page_reads_its_findings_once(api, agent):
+    """The page shows the newest findings and its assembled context fits the same ones:
+    one read serves both (before: two, with every related row's columns), and the
+    context's findings keep their provenance."""
+    from memoryapp.core.models import Finding, ToolCall
+    from tests.conftest import logged_in_member
+
+    api.post("/api/v1/sessions/s/turns", {
+        "messages": [{"role": "user", "content": "find the parser"}],
+        "tool_calls": [{"tool": "grep", "query": f"symbol_{n}", "call_id": f"c{n}"}
+                       for n in range(5)]})  # fmt: skip
+    session = Session.objects.get(key="s")
+    Finding.objects.filter(session=session).delete()
+    for call in ToolCall.objects.filter(session=session):
+        Finding.objects.create(session=session, tool="grep", query=call.query, fact="1 match",
+                               tool_call=call, turn=call.turn)  # fmt: skip
+    viewer = logged_in_member("viewer", agent, "vera")
+    with CaptureQueriesContext(connection) as queries:
+        page = viewer.get(f"/agents/{agent.name}/sessions/s/")
+    assert page.status_code == 200
+    newest = [
+        q["sql"]
+        for q in queries.captured_queries
+        if 'FROM "core_finding"' in q["sql"] and '"core_finding"."updated_at" DESC' in q["sql"]
+    ]
+    assert len(newest) == 1, newest
+    context = page.context["prompt"]
+    assert all(f"symbol_{n}" in context for n in range(5))
+    answered = api.get("/api/v1/sessions/s/context").json()["findings"]
+    assert sorted(f["provenance"]["tool_call_id"] for f in answered) == [f"c{n}" for n in range(5)]

@@ -189,17 +189,26 @@ def finding_dict(finding: Finding, stale: bool | None = None) -> FindingShape:
 _FINDING_FIELDS = tuple(f.name for f in Finding._meta.concrete_fields)
 
 
-def findings_for_prompt(session: Session, limit: int) -> list[Finding]:
+# What finding_dict reads of a finding's turn, message and tool call.
+FINDING_PROVENANCE = ("turn__iteration", "message__seq", "tool_call__call_id")
+
+
+def findings_for_prompt(
+    session: Session, limit: int, newest: list[Finding] | None = None
+) -> list[Finding]:
     """Newest first, bookkeeping (todo lists, trackers) after every real finding, so it
-    never crowds them out of the budget."""
-    rows = list(
-        Finding.objects.filter(session=session)
-        .select_related("turn", "message", "tool_call")
-        # Of the related rows only what the provenance names (finding_dict): not a whole
-        # message's content or a tool call's output for each finding.
-        .only(*_FINDING_FIELDS, "turn__iteration", "message__seq", "tool_call__call_id")
-        .order_by("-updated_at", "-id")[:limit]
-    )
+    never crowds them out of the budget. `newest`: the session's findings already read
+    newest first (by updated_at, then id) with FINDING_PROVENANCE, instead of reading them."""
+    if newest is None:
+        newest = list(
+            Finding.objects.filter(session=session)
+            .select_related("turn", "message", "tool_call")
+            # Of the related rows only what the provenance names (finding_dict): not a
+            # whole message's content or a tool call's output for each finding.
+            .only(*_FINDING_FIELDS, *FINDING_PROVENANCE)
+            .order_by("-updated_at", "-id")[:limit]
+        )
+    rows = newest[:limit]
     return [f for f in rows if f.kind != kinds.BOOKKEEPING] + [
         f for f in rows if f.kind == kinds.BOOKKEEPING
     ]
@@ -211,10 +220,12 @@ def assemble_context(
     token_budget: int | None = None,
     query_hint: str = "",
     record_access: bool = True,
+    newest_findings: list[Finding] | None = None,
 ) -> Context:
     """`record_access=False` for people looking (the dashboard): reading then does not
     count as the agent accessing its memories. The summary of pruned history is computed
-    either way, so a person sees exactly what the agent would get."""
+    either way, so a person sees exactly what the agent would get. `newest_findings`: the
+    caller has read them already (see findings_for_prompt)."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
     budget = allocate_budget(
@@ -240,7 +251,7 @@ def assemble_context(
         lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
         budget.working,
     )
-    findings = findings_for_prompt(session, MAX_FINDINGS)
+    findings = findings_for_prompt(session, MAX_FINDINGS, newest_findings)
     stale = Finding.stale_among(session, findings)
     # The longest newest-first prefix that fits: all of them, most often (one exact count);
     # else, as its cost only grows with its length, a binary search of a few exact counts.

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
-from memoryapp.core.context import assemble_context
+from memoryapp.core.context import FINDING_PROVENANCE, MAX_FINDINGS, assemble_context
 from memoryapp.core.conversation import message_dict
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
@@ -44,7 +44,8 @@ from memoryapp.lib import tokens
 OLDER_PAGE = 50
 TURNS_PAGE = 50
 LIVE_LIMIT = 100
-MAX_FINDINGS_SHOWN = 200
+# The findings the page shows are the ones the context picks from (read once, passed to it).
+MAX_FINDINGS_SHOWN = MAX_FINDINGS
 
 
 def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
@@ -218,10 +219,15 @@ def _around(session: Session, at: int, until: int) -> dict:
 # --- the blocks the page shows, computed from one assembled context ----------------------
 
 
-def _blocks(session: Session, typed_budget: int | None) -> dict:
+def _blocks(
+    session: Session, typed_budget: int | None, findings: list[Finding] | None = None
+) -> dict:
     """Everything that changes when the session does: header numbers, what the agent
-    receives, budget, summary, prompt, chart, the newest turns."""
-    context_view = assemble_context(session, token_budget=typed_budget, record_access=False)
+    receives, budget, summary, prompt, chart, the newest turns. `findings`: the page's
+    (`_findings_shown`), which the context then does not read again."""
+    context_view = assemble_context(
+        session, token_budget=typed_budget, record_access=False, newest_findings=findings
+    )
     received = _received(session, context_view)
     found = list(Turn.objects.filter(session=session).order_by("-iteration")[: TURNS_PAGE + 1])
     newest_turns = found[:TURNS_PAGE]
@@ -271,7 +277,8 @@ def _context_items(session: Session) -> list[ContextItem]:
 
 
 _FINDING_COLUMNS = [field.name for field in Finding._meta.concrete_fields]
-_PROVENANCE_SHOWN = ("turn__iteration", "message__seq", "tool_call__tool", "tool_call__query")
+# What the provenance line shows, and what the context's findings answer (same rows).
+_PROVENANCE_SHOWN = (*FINDING_PROVENANCE, "tool_call__tool", "tool_call__query")
 
 
 def _typed_budget(request: HttpRequest) -> int | None:
@@ -305,7 +312,9 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         turns_page = _turn_rows(session, _int_param(request, "turns_before"))
         if request.htmx:
             return render(request, "dashboard/session.html#turn-rows", {**base, **turns_page})
-    blocks = _blocks(session, _typed_budget(request))
+    # The whole page shows the newest findings and the context fits them: read them once.
+    findings = None if request.htmx else _findings_shown(session)
+    blocks = _blocks(session, _typed_budget(request), findings)
     if request.htmx and request.GET.get("budget") is not None:
         return render(request, "dashboard/session.html#budget", {**base, **blocks})
     if request.htmx and "refresh" in request.GET:  # after an edit on this page
@@ -318,7 +327,8 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     at = _int_param(request, "at", 0)
     if 0 < at < received.first_kept:  # a link to a pruned message opens its page
         context.update(_around(session, at, received.first_kept), expanded=True)
-    findings = _findings_shown(session)
+    if findings is None:
+        findings = _findings_shown(session)
     stale = Finding.stale_among(session, findings)
     grouped: dict[str, list] = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
