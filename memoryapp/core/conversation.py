@@ -246,21 +246,27 @@ def append_turn(
         session.turn_count = iteration
         session.slide_expiry(now)
         session.save(update_fields=Session.CONVERSATION_FIELDS)
-        response: TurnStored = {
-            "iteration": iteration,
-            "first_seq": first_seq,
-            "last_seq": turn_row.last_seq,
-            "token_counts": counts,
-            "session": session_summary(session),
-        }
-        if idempotency_key:
-            IdempotencyRecord.objects.create(
-                session=session,
-                key=idempotency_key,
-                request_hash=request_hash,
-                response=response,
-            )
+        response = _stored_turn(session, counts, idempotency_key, request_hash)
     return response, False
+
+
+def _stored_turn(
+    session: Session, counts: list[int], idempotency_key: str | None, request_hash: str
+) -> TurnStored:
+    """The answer to an append, from the session as it stands after it (the turn is its
+    last); with an Idempotency-Key, recorded for retries in the append's transaction."""
+    response: TurnStored = {
+        "iteration": session.turn_count,
+        "first_seq": session.message_count - len(counts) + 1,
+        "last_seq": session.message_count,
+        "token_counts": counts,
+        "session": session_summary(session),
+    }
+    if idempotency_key:
+        IdempotencyRecord.objects.create(
+            session=session, key=idempotency_key, request_hash=request_hash, response=response
+        )
+    return response
 
 
 # The common append (a live session, no tool-call rows to write) as one statement that
@@ -366,18 +372,7 @@ def _append_in_one_statement(
                 values["metadata"] = json.loads(values["metadata"])
             session = Session(agent=agent, **values)
             job_id = row[-1]
-            response: TurnStored = {
-                "iteration": session.turn_count,
-                "first_seq": session.message_count - n + 1,
-                "last_seq": session.message_count,
-                "token_counts": counts,
-                "session": session_summary(session),
-            }
-            if idempotency_key:
-                IdempotencyRecord.objects.create(
-                    session=session, key=idempotency_key, request_hash=request_hash,
-                    response=response,
-                )  # fmt: skip
+            response = _stored_turn(session, counts, idempotency_key, request_hash)
             transaction.on_commit(lambda: dispatch_after_answer(job_id), robust=True)
     except IntegrityError:
         # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
