@@ -328,7 +328,7 @@ def run_extraction(job_id: int) -> str:
         # Ahead of the next restore, in the worker; not in the request (embedded), and not
         # with a summarizer model (a call per turn instead of per restore costs money).
         if not settings.CELERY_TASK_ALWAYS_EAGER and not settings.MEMORYAPP_SUMMARIZER_URL:
-            _summarize_ahead(turn.session_id)
+            _summarize_ahead(turn.session)
         return "done"
     except DatabaseError:
         raise  # transient: the task retries with backoff
@@ -342,18 +342,17 @@ def run_extraction(job_id: int) -> str:
         return "failed"
 
 
-def _summarize_ahead(session_id: int) -> None:
+def _summarize_ahead(session: Session) -> None:
     """After a turn's extraction, in the worker: the summary of the session's default
-    restore rolled forward (conversation.summarize_default_history). Never fails the job:
-    a restore rolls it itself when it is behind."""
+    restore rolled forward (conversation.summarize_default_history), from the session row
+    the job read under its lock. Never fails the job: a restore rolls it itself when it
+    is behind."""
     from memoryapp.core.conversation import summarize_default_history
 
     try:
-        session = Session.objects.select_related("agent").filter(pk=session_id).first()
-        if session is not None:
-            summarize_default_history(session)
+        summarize_default_history(session)
     except Exception as exc:
-        logger.warning("summary of session %s not rolled ahead: %s", session_id, exc)
+        logger.warning("summary of session %s not rolled ahead: %s", session.pk, exc)
 
 
 def _record(session, turn, extracted, call, message) -> tuple[Finding, bool]:
