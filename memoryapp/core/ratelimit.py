@@ -77,10 +77,9 @@ def _window(limit: Limit, now: float) -> tuple[int, int]:
     return start, start + limit.seconds - int(now)
 
 
-@_fail_open(None)
 def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Count one request of `who` in `scope`: None when within the limit, else the
-    seconds until the window ends."""
+    seconds until the window ends (fails open as hit_and_check does)."""
     return hit_and_check(scope, who, limit, now=now)[1]
 
 
