@@ -39,6 +39,7 @@ from memoryapp.api.schemas import (
     TurnPage,
 )
 from memoryapp.core.conversation import (
+    MESSAGE_FIELDS,
     IdempotencyConflict,
     MessageInput,
     ToolCallInput,
@@ -257,9 +258,10 @@ def list_messages(
     if after is not None:
         messages = messages.filter(seq__gt=after[0])
     # By (session, seq): the message_unique_seq constraint's index.
-    page = list(messages.order_by("seq")[: limit + 1])
+    # Values, not model instances, as the restore reads them (MESSAGE_FIELDS).
+    page = list(messages.order_by("seq").values(*MESSAGE_FIELDS)[: limit + 1])
     more = len(page) > limit
-    next_cursor = pagination.encode("messages", page[limit - 1].seq) if more else None
+    next_cursor = pagination.encode("messages", page[limit - 1]["seq"]) if more else None
     items = [message_dict(m) for m in page[:limit]]
     return answers.answer(MessagePage, {"items": items, "next_cursor": next_cursor})
 
