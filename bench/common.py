@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -119,3 +120,34 @@ def start_worker(env: dict) -> subprocess.Popen | None:
          "--loglevel", "warning", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env,
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def production_server(name: str, workers: int, threads: int):
+    """memoryapp as in production, for a benchmark: Django set up as the server runs
+    (server_env) and migrated, an agent named `name-…` with a key, gunicorn with `workers`
+    x `threads` and, with REDIS_URL, one Celery worker. Yields (base URL, API key, where
+    extraction runs); afterwards stops both and deletes the agent and its sessions."""
+    env = server_env()
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from memoryapp.core.models import Agent, ApiKey
+
+    call_command("migrate", verbosity=0)
+    agent = Agent.objects.create(name=f"{name}-{secrets.token_hex(4)}")
+    _, api_key = ApiKey.issue(agent, name="bench")
+    server, base_url = start_gunicorn(env, workers, threads)
+    worker = start_worker(env)
+    try:
+        yield base_url, api_key, "Redis + 1 Celery worker" if worker else "extraction in-process"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=30)
+        agent.delete()

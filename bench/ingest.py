@@ -30,7 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, server_env, start_gunicorn, start_worker  # noqa: E402
+from bench.common import percentile, postgres_url, production_server  # noqa: E402
 
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
@@ -110,23 +110,7 @@ def main() -> int:
 
     if postgres_url("bench/ingest.py") is None:
         return 2
-    env = server_env()
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from memoryapp.core.models import Agent, ApiKey
-
-    call_command("migrate", verbosity=0)
-    agent = Agent.objects.create(name=f"bench-{secrets.token_hex(4)}")
-    _, api_key = ApiKey.issue(agent, name="bench")
-
-    server, base_url = start_gunicorn(env, args.workers, args.threads)
-    worker = start_worker(env)
-    try:
-        broker = "Redis + 1 Celery worker" if worker else "extraction in-process"
+    with production_server("bench", args.workers, args.threads) as (base_url, api_key, broker):
         print(
             f"gunicorn: {args.workers} workers x {args.threads} threads; {os.cpu_count()} cores; "
             f"{args.seconds:.0f} s per scenario; PostgreSQL; {broker}"
@@ -143,13 +127,6 @@ def main() -> int:
                     f"{r['errors']} |",
                     flush=True,
                 )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        if worker:
-            worker.terminate()
-            worker.wait(timeout=30)
-        agent.delete()
     return 0
 
 

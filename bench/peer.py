@@ -37,7 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, server_env, start_gunicorn, start_worker  # noqa: E402
+from bench.common import percentile, postgres_url, production_server  # noqa: E402
 
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 # The text of the peer's own side-by-side script (../shared/peer/side_by_side.py).
@@ -280,35 +280,13 @@ def main() -> int:
         return 2
     if not ensure_peer(args.peer):
         return 2
-    env = server_env()
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from memoryapp.core.models import Agent, ApiKey
-
-    call_command("migrate", verbosity=0)
-    agent = Agent.objects.create(name=f"bench-peer-{secrets.token_hex(4)}")
-    _, api_key = ApiKey.issue(agent, name="bench")
-    server, base_url = start_gunicorn(env, args.workers, args.threads)
-    worker = start_worker(env)
-    try:
-        extraction = "Redis + 1 Celery worker" if worker else "extraction in the request"
+    with production_server("bench-peer", args.workers, args.threads) as (base_url, key, where):
         print(
             f"memoryapp: gunicorn {args.workers} workers x {args.threads} threads, PostgreSQL, "
-            f"{extraction}; peer: {args.peer}; {os.cpu_count()} cores"
+            f"{where}; peer: {args.peer}; {os.cpu_count()} cores"
         )
         print()
-        asyncio.run(compare(args, base_url, api_key))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        if worker:
-            worker.terminate()
-            worker.wait(timeout=30)
-        agent.delete()
+        asyncio.run(compare(args, base_url, key))
     return 0
 
 
