@@ -372,6 +372,33 @@ def test_a_key_is_found_as_the_orm_finds_it(agent):
     assert _find_key("mk_not-a-key") is None
 
 
+def test_the_session_a_path_names_is_read_as_the_orm_reads_it(api, agent):
+    """api/common.live_session reads the session with a fixed statement (core/rows.py):
+    every field as the ORM gives it (JSON decoded, times aware on SQLite too); another
+    agent's and an expired session read as absent."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memoryapp.api.common import _read_live_session
+    from memoryapp.core.models import Agent
+
+    api.post("/api/v1/sessions/s/turns", BODY)
+    Session.objects.filter(agent=agent, key="s").update(
+        metadata={"repo": "x/y", "n": [1, 2]}, evidence={"goal": {"seq": 2}}, goal="Fix it"
+    )
+    found = _read_live_session(agent, "s")
+    expected = Session.objects.get(agent=agent, key="s")
+    fields = [f.attname for f in Session._meta.concrete_fields]
+    assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
+    assert found.metadata == {"repo": "x/y", "n": [1, 2]} and found.created_at.tzinfo
+    assert found.message_count == 4 and not found._state.adding
+    assert _read_live_session(Agent.objects.create(name="other"), "s") is None
+    Session.objects.filter(pk=found.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert _read_live_session(agent, "s") is None
+    assert api.get("/api/v1/sessions/s").status_code == 404
+
+
 def test_messages_and_turns_have_no_single_column_session_index():
     """Migration 0011: the (session, seq) and (session, iteration) unique constraints
     serve every lookup by session; a single-column index only cost writes, and misled

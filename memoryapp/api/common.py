@@ -3,10 +3,13 @@ and the statuses each kind of operation can answer (declared in the OpenAPI docu
 
 from __future__ import annotations
 
+from django.db import connection
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja.errors import HttpError
 
 from memoryapp.api.schemas import ErrorOut, check_name, check_session_key
+from memoryapp.core import rows
 from memoryapp.core.models import SELF, Agent, Memory, Session
 
 # Every authenticated operation can answer these: no or a wrong key (401), a parameter or
@@ -60,15 +63,30 @@ def live_session(
     session and an expired one read as absent, so a key learns nothing about sessions
     that are not its own. `lock`: locked for the caller's transaction."""
     agent = agent_of(request)
-    sessions = Session.objects.for_agent(agent).active()
     if lock:
-        sessions = sessions.select_for_update(of=SELF)
-    session = sessions.filter(key=session_key(key)).first()
+        sessions = Session.objects.for_agent(agent).active().select_for_update(of=SELF)
+        session = sessions.filter(key=session_key(key)).first()
+    else:
+        session = _read_live_session(agent, session_key(key))
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")
     if session is not None:
         session.agent = agent  # read with the key: not read again
     return session
+
+
+def _read_live_session(agent: Agent, key: str) -> Session | None:
+    """`Session.objects.for_agent(agent).active().filter(key=key).first()`, by a fixed
+    statement (memoryapp.core.rows): most requests read their session this way."""
+    columns = rows.columns(Session, "s")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns.sql} FROM {Session._meta.db_table} s "
+            "WHERE s.agent_id = %s AND s.key = %s AND s.expires_at > %s",
+            [agent.pk, key, timezone.now()],
+        )
+        row = cursor.fetchone()
+    return None if row is None else columns.instance(row)
 
 
 def memory_of(request: HttpRequest, memory_id: int, *, for_change: bool = False) -> Memory:
