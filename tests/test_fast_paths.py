@@ -399,6 +399,45 @@ def test_the_session_a_path_names_is_read_as_the_orm_reads_it(api, agent):
     assert api.get("/api/v1/sessions/s").status_code == 404
 
 
+def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
+    """restore_history reads a session at once when it has no more messages than the
+    limit, else its system messages and then pages of the newest others; both ways keep
+    exactly what lib.pruning.prune keeps of the whole list, and read every kept message
+    as message_dict gives it from the model."""
+    import random
+
+    from memoryapp.core.conversation import (
+        MessageInput,
+        TurnInput,
+        append_turn,
+        message_dict,
+        restore_history,
+    )
+    from memoryapp.lib.pruning import MessageCost, prune
+
+    monkeypatch.setattr(conversation, "_HISTORY_PAGE", 7)  # many pages, and page edges
+    rng = random.Random(13)
+    roles = ["system", "user", "assistant", "tool", "user", "assistant"]
+    batch = [
+        MessageInput(role=rng.choice(roles), content="word " * rng.randint(0, 40))
+        for _ in range(60)
+    ]
+    append_turn(agent, "r", TurnInput(messages=batch))
+    session = Session.objects.get(agent=agent, key="r")
+    stored = list(Message.objects.filter(session=session).order_by("seq"))
+    costs = [MessageCost(m.seq, m.role, m.token_count) for m in stored]
+    by_seq = {m.seq: message_dict(m) for m in stored}
+    systems = sum(m.role == "system" for m in stored)
+    for max_messages in (0, 1, systems, 12, 30, 58, 59, 60, 61, 500):
+        for max_tokens in (0, 50, 300, 900, 10_000):
+            got = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
+            kept, cost = prune(costs, max_messages=max_messages, max_tokens=max_tokens)
+            assert [m["seq"] for m in got["messages"]] == kept, (max_messages, max_tokens)
+            assert got["messages"] == [by_seq[seq] for seq in kept]
+            assert got["token_count"] == cost
+            assert got["pruned_count"] == 60 - len(kept)
+
+
 def test_messages_and_turns_have_no_single_column_session_index():
     """Migration 0011: the (session, seq) and (session, iteration) unique constraints
     serve every lookup by session; a single-column index only cost writes, and misled

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from memoryapp.core import rows
 from memoryapp.core.models import (
     SELF,
     Agent,
@@ -399,22 +400,35 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
+def _message_rows(where: str, params: list, order: str = "seq") -> list[dict[str, Any]]:
+    """The session's messages (MESSAGE_FIELDS values, as `.values()` gives them) that
+    `where` selects, by a fixed statement (memoryapp.core.rows): every restore reads
+    this way, and compiling a queryset per page cost more than reading the page."""
+    columns = rows.columns(Message, "m", MESSAGE_FIELDS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns.sql} FROM {Message._meta.db_table} m "
+            f"WHERE m.session_id = %s AND m.seq <= %s AND {where} ORDER BY {order}",
+            params,
+        )
+        return columns.dicts(cursor.fetchall())
+
+
 def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]]):
     """Yield the newest non-system messages' costs, newest first, reading at most
     `limit` of them in keyset pages over the (session, seq) index. Each message read is
     kept in `read` by seq (its columns for message_dict): the kept run is never read twice."""
-    before: int | None = None
+    before = session.message_count + 1
     remaining = limit
     while remaining > 0:
         page_size = min(_HISTORY_PAGE, remaining)
         # Bounded by the session's count as read, so a concurrent append cannot make
         # the totals and the messages disagree.
-        rows = Message.objects.filter(session=session, seq__lte=session.message_count).exclude(
-            role=Message.Role.SYSTEM
+        page = _message_rows(
+            "m.role <> %s AND m.seq < %s",
+            [session.pk, session.message_count, "system", before, page_size],
+            "m.seq DESC LIMIT %s",
         )
-        if before is not None:
-            rows = rows.filter(seq__lt=before)
-        page = list(rows.order_by("-seq").values(*MESSAGE_FIELDS)[:page_size])
         for row in page:
             read[row["seq"]] = row
             yield MessageCost(row["seq"], row["role"], row["token_count"])
@@ -426,29 +440,38 @@ def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]])
 
 def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
-    Values, not model instances: a whole history is thousands of rows."""
-    system = list(
-        Message.objects.filter(
-            session=session, role=Message.Role.SYSTEM, seq__lte=session.message_count
-        )
-        .order_by("seq")
-        .values(*MESSAGE_FIELDS)
-    )
-    system_tokens = sum(m["token_count"] for m in system)
+    Values, not model instances: a whole history is thousands of rows. A session with no
+    more messages than the limit reads them all at once; a longer one reads its system
+    messages, then the newest others page by page until the run is chosen."""
     read: dict[int, dict[str, Any]] = {}
+    if session.message_count <= max_messages + 1:
+        everything = _message_rows("1 = 1", [session.pk, session.message_count])
+        system = [m for m in everything if m["role"] == Message.Role.SYSTEM]
+        for m in everything:
+            read[m["seq"]] = m
+        newest_first: Any = (
+            MessageCost(m["seq"], m["role"], m["token_count"])
+            for m in reversed(everything)
+            if m["role"] != Message.Role.SYSTEM
+        )
+    else:
+        system = _message_rows("m.role = %s", [session.pk, session.message_count, "system"])
+        limit = max(0, max_messages - len(system)) + 1
+        newest_first = _newest_first(session, limit, read)
+    system_tokens = sum(m["token_count"] for m in system)
     run = choose_run(
-        _newest_first(session, max(0, max_messages - len(system)) + 1, read),
+        newest_first,
         system_count=len(system),
         system_tokens=system_tokens,
         max_messages=max_messages,
         max_tokens=max_tokens,
     )
-    rows = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
+    kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
     kept_count = len(system) + len(run.seqs)
     return {
-        "messages": [message_dict(m) for m in rows],
-        "token_count": tokens.count_messages(m["token_count"] for m in rows),
+        "messages": [message_dict(m) for m in kept],
+        "token_count": tokens.count_messages(m["token_count"] for m in kept),
         "pruned_count": session.message_count - kept_count,
         "pruned_tokens": session.token_count - kept_tokens,
     }

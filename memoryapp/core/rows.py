@@ -16,16 +16,19 @@ from typing import Any
 
 from django.db import connection, models
 
-# Per database connection (converters are bound to it): model -> converters per column.
+# Per database connection (converters are bound to it): Columns -> converters per column.
 _CONVERTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Columns:
-    """A model's concrete columns, selected under a table alias."""
+    """A model's concrete columns (or the named ones), selected under a table alias."""
 
-    def __init__(self, model: type[models.Model], alias: str) -> None:
+    def __init__(
+        self, model: type[models.Model], alias: str, names: tuple[str, ...] | None = None
+    ) -> None:
         self.model = model
-        self.fields = list(model._meta.concrete_fields)
+        concrete = model._meta.concrete_fields
+        self.fields = list(concrete) if names is None else [model._meta.get_field(n) for n in names]
         self.attnames = [f.attname for f in self.fields]
         quote = connection.ops.quote_name
         self.sql = ", ".join(f"{alias}.{quote(f.column)}" for f in self.fields)
@@ -34,11 +37,23 @@ class Columns:
         return len(self.fields)
 
     def instance(self, row: tuple | list, start: int = 0) -> Any:
-        """The model instance of `row[start : start + len(self)]`."""
-        per_model = _CONVERTERS.setdefault(_wrapper(), {})
-        converters = per_model.get(self.model)
+        """The model instance of `row[start : start + len(self)]` (all concrete columns)."""
+        values = self._converted(row, start, self._converters())
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+    def dicts(self, rows: list[tuple]) -> list[dict[str, Any]]:
+        """Each row as `.values(*names)` gives it: {attname: value}."""
+        converters, names = self._converters(), self.attnames
+        return [dict(zip(names, self._converted(r, 0, converters), strict=True)) for r in rows]
+
+    def _converters(self) -> list:
+        per_connection = _CONVERTERS.setdefault(_wrapper(), {})
+        converters = per_connection.get(self)
         if converters is None:
-            converters = per_model[self.model] = [_converters(f) for f in self.fields]
+            converters = per_connection[self] = [_converters(f) for f in self.fields]
+        return converters
+
+    def _converted(self, row: tuple | list, start: int, converters: list) -> list:
         values = list(row[start : start + len(self.fields)])
         for i, (expression, convert) in enumerate(converters):
             if convert:
@@ -46,13 +61,13 @@ class Columns:
                 for function in convert:
                     value = function(value, expression, connection)
                 values[i] = value
-        return self.model.from_db(connection.alias, self.attnames, values)
+        return values
 
 
 @functools.cache
-def columns(model: type[models.Model], alias: str) -> Columns:
+def columns(model: type[models.Model], alias: str, names: tuple[str, ...] | None = None) -> Columns:
     """The Columns of `model` under `alias`, built once (a process has one database)."""
-    return Columns(model, alias)
+    return Columns(model, alias, names)
 
 
 def _wrapper():
