@@ -8,7 +8,7 @@ by default) on PostgreSQL, one Celery worker on Redis doing the extraction of ev
    two-message turn (the peer through its own client's `append_messages_to_working_memory`,
    memoryapp with `POST /turns`) and restore the whole history (the peer's
    `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
-   interleaved A B A B so that drift hits both. memoryapp's default pruned restore
+   interleaved A B A B so that drift hits both, after 5 untimed rounds. memoryapp's default pruned restore
    (the agent's 100 messages) is timed too. Prints p50 per operation and the ratio.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
    memoryapp, the peer again. Prints turns per second, p50 and p99.
@@ -47,6 +47,8 @@ TEXT = (
 ) * 3
 # Limits that keep a whole session (the peer's get_working_memory answers everything).
 WHOLE = {"max_messages": 10000, "max_tokens": 10_000_000}
+# Untimed rounds per size before the timed ones.
+WARM_UP = 5
 
 
 def messages(n: int, tag: str) -> list[dict]:
@@ -162,6 +164,13 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             "mem pruned": [],
         }
         returned = {}
+        # Untimed first rounds: both servers' threads open their connections and warm up.
+        for _ in range(WARM_UP):
+            await sides.append_peer(sp, turn)
+            await sides.append_mem(sm, turn)
+            await sides.restore_peer(sp)
+            await sides.restore_mem(sm)
+            await sides.restore_mem(sm, {})
         for _ in range(reps):
             seconds, _ = await timed(sides.append_peer(sp, turn))
             times["peer append"].append(seconds)

@@ -438,6 +438,90 @@ def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
             assert got["pruned_count"] == 60 - len(kept)
 
 
+def test_context_reads_what_the_orm_reads(api, agent):
+    """assemble_context reads its sections by fixed statements (core/rows.py): the same
+    rows in the same order as the querysets they replace, and findings with the
+    provenance select_related gave (a link whose row is gone reads as None)."""
+    from memoryapp.core.context import (
+        FINDING_PROVENANCE,
+        _newest_findings,
+        assemble_context,
+        finding_dict,
+    )
+    from memoryapp.core.models import ContextItem, Finding, Memory, Subtask, ToolCall, Turn
+
+    api.post("/api/v1/sessions/s/turns", BODY)
+    session = Session.objects.get(agent=agent, key="s")
+    turn = Turn.objects.get(session=session)
+    message = Message.objects.get(session=session, seq=4)
+    call = ToolCall.objects.create(turn=turn, session=session, tool="grep", call_id="c1",
+                                   file_path="src/parser.py")  # fmt: skip
+    Finding.objects.filter(session=session).delete()
+    links = [{}, {"turn": turn}, {"turn": turn, "message": message, "tool_call": call},
+             {"message": message}]  # fmt: skip
+    for n, link in enumerate(links * 2):
+        Finding.objects.create(session=session, tool="grep", query=f"q{n}", fact=f"{n} hits",
+                               step=n % 3, **link)  # fmt: skip
+    for n, confidence in enumerate([0.5, 0.9, 0.9, 0.7]):
+        ContextItem.objects.create(session=session, key=f"k{n}", value=f"v{n}",
+                                   confidence=confidence)  # fmt: skip
+    for n, confidence in enumerate([0.95, 0.8, 0.8, 0.99, 0.9, 0.85, 0.6]):
+        Memory.objects.create(agent=agent, content=f"fact {n}", confidence=confidence)
+    Subtask.objects.create(session=session, title="later", position=2)
+    Subtask.objects.create(session=session, title="now", position=5,
+                           status=Subtask.Status.IN_PROGRESS)  # fmt: skip
+    Subtask.objects.create(session=session, title="done", position=0,
+                           status=Subtask.Status.DONE)  # fmt: skip
+
+    # Ties that only the later keys of each order break.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Finding.objects.filter(session=session).update(updated_at=timezone.now())
+    later = timezone.now() + timedelta(seconds=5)
+    Memory.objects.filter(agent=agent, content="fact 1").update(updated_at=later)
+    ContextItem.objects.filter(session=session, key="k1").update(updated_at=later)
+
+    got = _newest_findings(session, 200)
+    expected = list(
+        Finding.objects.filter(session=session)
+        .select_related("turn", "message", "tool_call")
+        .only(*(f.name for f in Finding._meta.concrete_fields), *FINDING_PROVENANCE)
+        .order_by("-updated_at", "-id")
+    )
+    assert [finding_dict(f) for f in got] == [finding_dict(f) for f in expected]
+    assert [(f.turn_id, f.message_id, f.tool_call_id) for f in got] == [
+        (f.turn_id, f.message_id, f.tool_call_id) for f in expected
+    ]
+    assert finding_dict(got[1])["provenance"] == {"turn": 1, "message_seq": 4,
+                                                  "tool_call_id": "c1"}  # fmt: skip
+    assert len(_newest_findings(session, 3)) == 3
+
+    context = assemble_context(session, record_access=False)
+    items = ContextItem.objects.filter(session=session).order_by(
+        "-confidence", "-updated_at", "-id"
+    )
+    assert [i["key"] for i in context["working_context_items"]] == [i.key for i in items]
+    memories = Memory.objects.filter(agent=agent, confidence__gte=0.7).order_by(
+        "-confidence", "-updated_at", "-id"
+    )[:5]
+    assert [m["id"] for m in context["long_term_memories"]] == [m.id for m in memories]
+    assert "now" in context["prompt"] and "later" not in context["prompt"]
+    assert "grep" in context["prompt"] and "src/parser.py" in context["prompt"]
+    Subtask.objects.filter(session=session, title="now").update(status=Subtask.Status.DONE)
+    Subtask.objects.create(session=session, title="first", position=1)
+    prompt = assemble_context(session, record_access=False)["prompt"]
+    assert "first" in prompt and "later" not in prompt  # no task in progress: by position
+
+    if connection.vendor == "postgresql":  # no constraint: the message row can go alone
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM core_message WHERE id = %s", [message.pk])
+        gone = {f.id: f for f in _newest_findings(session, 200)}
+        assert all(f.message is None for f in gone.values())
+        assert {f.message_id for f in gone.values()} == {None, message.pk}
+
+
 def test_messages_and_turns_have_no_single_column_session_index():
     """Migration 0011: the (session, seq) and (session, iteration) unique constraints
     serve every lookup by session; a single-column index only cost writes, and misled

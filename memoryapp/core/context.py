@@ -20,12 +20,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from memoryapp.core import search
+from memoryapp.core import rows, search
 from memoryapp.core.conversation import pruned_through, restore_history
-from memoryapp.core.models import ContextItem, Finding, Memory, Session, Subtask, ToolCall
+from memoryapp.core.models import (
+    ContextItem,
+    Finding,
+    Memory,
+    Message,
+    Session,
+    Subtask,
+    ToolCall,
+    Turn,
+)
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.core.workers import after_answer
@@ -87,19 +97,22 @@ _DEPENDENCY = re.compile(
 
 
 def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionState:
-    subtasks = list(
-        Subtask.objects.filter(
-            session=session, status__in=[Subtask.Status.IN_PROGRESS, Subtask.Status.PENDING]
-        ).order_by("position", "id")[:20]
+    subtasks = rows.fetch(
+        Subtask,
+        "t",
+        "WHERE t.session_id = %s AND t.status IN (%s, %s) ORDER BY t.position, t.id LIMIT 20",
+        [session.pk, Subtask.Status.IN_PROGRESS.value, Subtask.Status.PENDING.value],
     )
     current = next((t for t in subtasks if t.status == Subtask.Status.IN_PROGRESS), None) or (
         subtasks[0] if subtasks else None
     )
-    calls = list(
-        ToolCall.objects.filter(session=session)
-        .order_by("-id")
-        .values_list("tool", "file_path", "kind")[:RECENT_TOOL_CALLS]
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT tool, file_path, kind FROM {ToolCall._meta.db_table} "
+            "WHERE session_id = %s ORDER BY id DESC LIMIT %s",
+            [session.pk, RECENT_TOOL_CALLS],
+        )
+        calls = cursor.fetchall()
     cwd = session.cwd
     files: list[str] = []
     for item in items:
@@ -138,11 +151,17 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
         by_id = Memory.objects.in_bulk([hit.id for hit in hits])
         found = [by_id[hit.id] for hit in hits if hit.id in by_id]
     else:
-        found = list(
-            Memory.objects.for_agent(agent)
-            .active()
-            .filter(confidence__gte=MIN_CONFIDENCE_WITHOUT_HINT)
-            .order_by("-confidence", "-updated_at", "-id")[:MEMORIES_WITHOUT_HINT]
+        found = rows.fetch(
+            Memory,
+            "m",
+            "WHERE m.agent_id = %s AND m.status = %s AND m.confidence >= %s "
+            "ORDER BY m.confidence DESC, m.updated_at DESC, m.id DESC LIMIT %s",
+            [
+                agent.pk,
+                Memory.Status.ACTIVE.value,
+                MIN_CONFIDENCE_WITHOUT_HINT,
+                MEMORIES_WITHOUT_HINT,
+            ],
         )
     # Within the budget the highest confidence are kept first.
     return sorted(found, key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id))
@@ -186,9 +205,6 @@ def finding_dict(finding: Finding, stale: bool | None = None) -> FindingShape:
     }
 
 
-_FINDING_FIELDS = tuple(f.name for f in Finding._meta.concrete_fields)
-
-
 # What finding_dict reads of a finding's turn, message and tool call.
 FINDING_PROVENANCE = ("turn__iteration", "message__seq", "tool_call__call_id")
 
@@ -200,18 +216,45 @@ def findings_for_prompt(
     never crowds them out of the budget. `newest`: the session's findings already read
     newest first (by updated_at, then id) with FINDING_PROVENANCE, instead of reading them."""
     if newest is None:
-        newest = list(
-            Finding.objects.filter(session=session)
-            .select_related("turn", "message", "tool_call")
-            # Of the related rows only what the provenance names (finding_dict): not a
-            # whole message's content or a tool call's output for each finding.
-            .only(*_FINDING_FIELDS, *FINDING_PROVENANCE)
-            .order_by("-updated_at", "-id")[:limit]
-        )
-    rows = newest[:limit]
-    return [f for f in rows if f.kind != kinds.BOOKKEEPING] + [
-        f for f in rows if f.kind == kinds.BOOKKEEPING
+        newest = _newest_findings(session, limit)
+    kept = newest[:limit]
+    return [f for f in kept if f.kind != kinds.BOOKKEEPING] + [
+        f for f in kept if f.kind == kinds.BOOKKEEPING
     ]
+
+
+def _newest_findings(session: Session, limit: int) -> list[Finding]:
+    """What `Finding.objects.filter(session=session).select_related("turn", "message",
+    "tool_call").only(<its own columns>, *FINDING_PROVENANCE).order_by("-updated_at",
+    "-id")[:limit]` gives, by a fixed statement: of the related rows only what the
+    provenance names (finding_dict), not a message's content or a tool call's output."""
+    cols = rows.columns(Finding, "f")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {cols.sql}, t.id, t.iteration, m.id, m.seq, c.id, c.call_id "
+            f"FROM {Finding._meta.db_table} f "
+            f"LEFT JOIN {Turn._meta.db_table} t ON t.id = f.turn_id "
+            f"LEFT JOIN {Message._meta.db_table} m ON m.id = f.message_id "
+            f"LEFT JOIN {ToolCall._meta.db_table} c ON c.id = f.tool_call_id "
+            "WHERE f.session_id = %s ORDER BY f.updated_at DESC, f.id DESC LIMIT %s",
+            [session.pk, limit],
+        )
+        found = cursor.fetchall()
+    alias, width = connection.alias, len(cols)
+    links = [(Finding.turn.field, Turn, "iteration"), (Finding.message.field, Message, "seq"),
+             (Finding.tool_call.field, ToolCall, "call_id")]  # fmt: skip
+    newest = []
+    for row in found:
+        finding = cols.instance(row)
+        for i, (link, model, name) in enumerate(links):
+            pk, value = row[width + 2 * i], row[width + 2 * i + 1]
+            # As select_related leaves it: the related row with only that column, or None
+            # when the link is unset or its row is gone (the message link has no database
+            # constraint); the link's id stays as stored.
+            related = None if pk is None else model.from_db(alias, ["id", name], [pk, value])
+            link.set_cached_value(finding, related)
+        newest.append(finding)
+    return newest
 
 
 def assemble_context(
@@ -239,10 +282,11 @@ def assemble_context(
     )
 
     # Working: context items by confidence, then findings newest first.
-    items = list(
-        ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
-            :MAX_WORKING_ITEMS
-        ]
+    items = rows.fetch(
+        ContextItem,
+        "i",
+        "WHERE i.session_id = %s ORDER BY i.confidence DESC, i.updated_at DESC, i.id DESC LIMIT %s",
+        [session.pk, MAX_WORKING_ITEMS],
     )
     working = fit_lines(
         encoding,

@@ -416,26 +416,27 @@ def _message_rows(where: str, params: list, order: str = "seq") -> list[dict[str
 
 def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]]):
     """Yield the newest non-system messages' costs, newest first, reading at most
-    `limit` of them in keyset pages over the (session, seq) index. Each message read is
-    kept in `read` by seq (its columns for message_dict): the kept run is never read twice."""
-    before = session.message_count + 1
+    `limit` of them. Each message read is kept in `read` by seq (its columns for
+    message_dict): the kept run is never read twice.
+
+    Read in windows of seq, newest first: `seq` is gapless, so a window of n seqs holds
+    at most n messages whatever the planner believes. (A keyset page, `seq < x ORDER BY
+    seq DESC LIMIT n`, made PostgreSQL read a whole 100,000-message session and sort it
+    when its statistics predated the session's growth: 40 ms instead of 0.3.)"""
+    high = session.message_count  # bounded by the count as read: see restore_history
     remaining = limit
-    while remaining > 0:
-        page_size = min(_HISTORY_PAGE, remaining)
-        # Bounded by the session's count as read, so a concurrent append cannot make
-        # the totals and the messages disagree.
+    while remaining > 0 and high >= 0:
+        low = max(0, high - min(_HISTORY_PAGE, remaining) + 1)
         page = _message_rows(
-            "m.role <> %s AND m.seq < %s",
-            [session.pk, session.message_count, "system", before, page_size],
-            "m.seq DESC LIMIT %s",
+            "m.seq >= %s AND m.role <> %s",
+            [session.pk, high, low, "system"],
+            "m.seq DESC",
         )
         for row in page:
             read[row["seq"]] = row
             yield MessageCost(row["seq"], row["role"], row["token_count"])
-        if len(page) < page_size:
-            return
-        before = page[-1]["seq"]
         remaining -= len(page)
+        high = low - 1
 
 
 def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:

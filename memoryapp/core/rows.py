@@ -83,3 +83,12 @@ def _converters(field: models.Field) -> tuple[Any, list]:
         *connection.ops.get_db_converters(expression),
         *field.get_db_converters(connection),
     ]
+
+
+def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:
+    """Instances of `model` (all concrete columns) from `SELECT … FROM its table alias
+    <rest>`: `rest` holds the joins, conditions, order and limit, with %s placeholders."""
+    cols = columns(model, alias)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {cols.sql} FROM {model._meta.db_table} {alias} {rest}", params)
+        return [cols.instance(row) for row in cursor.fetchall()]
