@@ -399,6 +399,31 @@ def test_the_session_a_path_names_is_read_as_the_orm_reads_it(api, agent):
     assert api.get("/api/v1/sessions/s").status_code == 404
 
 
+def test_the_session_a_path_names_comes_with_the_key(api, agent, other_api):
+    """A `/sessions/{key}/…` request reads its key, agent and session in one query
+    (api/auth._find_key): no query of its own for the session; another agent's, an
+    expired and an absent session are still 404, a key the API refuses still 422."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    api.post("/api/v1/sessions/s/turns", BODY)
+    with CaptureQueriesContext(connection) as queries:
+        answer = api.get("/api/v1/sessions/s")
+    assert answer.status_code == 200 and answer.json()["totals"]["messages"] == 4
+    reads = [q["sql"] for q in queries.captured_queries if "core_session" in q["sql"]]
+    assert len(reads) == 1 and "core_apikey" in reads[0]
+    history = api.get("/api/v1/sessions/s/history").json()
+    assert [m["seq"] for m in history["messages"]] == [1, 2, 3, 4]
+    assert other_api.get("/api/v1/sessions/s").status_code == 404
+    assert api.get("/api/v1/sessions/absent/history").status_code == 404
+    assert api.get("/api/v1/sessions/" + "x" * 300).status_code == 422
+    Session.objects.filter(agent=agent, key="s").update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert api.get("/api/v1/sessions/s/context").status_code == 404
+
+
 def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
     """restore_history reads a session at once when it has no more messages than the
     limit, else its system messages and then pages of the newest others; both ways keep

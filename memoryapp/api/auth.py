@@ -8,10 +8,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja.security import HttpBearer
 
+from memoryapp.api.schemas import check_session_key
 from memoryapp.core import ratelimit, rows
-from memoryapp.core.models import Agent, ApiKey, hash_api_key
+from memoryapp.core.models import Agent, ApiKey, Session, hash_api_key
 
 
 class RateLimited(Exception):
@@ -25,29 +27,56 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-def _find_key(token: str) -> ApiKey | None:
+def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
     """The usable key `token` is, with its agent: what `ApiKey.objects.usable()
     .select_related("agent").filter(key_hash=…).first()` answers, in a third of its time
-    (every request authenticates; the ORM compiled that query anew each time)."""
+    (every request authenticates; the ORM compiled that query anew each time).
+
+    With `session_key`, the agent's live session of that key comes in the same round
+    trip (or None), as `key.session_read = (session_key, session)`: see live_session."""
     key_columns, agent_columns = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {key_columns.sql}, {agent_columns.sql} FROM {ApiKey._meta.db_table} k "
-            f"JOIN {Agent._meta.db_table} a ON a.id = k.agent_id "
-            "WHERE k.key_hash = %s AND k.revoked_at IS NULL",
-            [hash_api_key(token)],
+    session_columns = rows.columns(Session, "s")
+    select = f"SELECT {key_columns.sql}, {agent_columns.sql}"
+    joins = f"FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id"
+    params: list = [hash_api_key(token)]
+    if session_key is not None:
+        select += f", {session_columns.sql}"
+        joins += (
+            f" LEFT JOIN {Session._meta.db_table} s ON s.agent_id = k.agent_id"
+            " AND s.key = %s AND s.expires_at > %s"
         )
+        params = [session_key, timezone.now(), *params]
+    with connection.cursor() as cursor:
+        cursor.execute(f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params)
         row = cursor.fetchone()
     if row is None:
         return None
     key = key_columns.instance(row)
     key.agent = agent_columns.instance(row, len(key_columns))
+    if session_key is not None:
+        start = len(key_columns) + len(agent_columns)
+        found = row[start] is not None  # the session's id: NULL when the join found none
+        key.session_read = (session_key, session_columns.instance(row, start) if found else None)
     return key
+
+
+def _session_in_path(request: HttpRequest) -> str | None:
+    """The session key of a `/api/v1/sessions/{key}/…` request (None for any other, or
+    a key the view will refuse): authentication reads that session in its own query."""
+    match = request.resolver_match
+    if match is None or "key" not in match.kwargs:
+        return None
+    if not request.path_info.startswith("/api/v1/sessions/"):
+        return None
+    try:
+        return check_session_key(match.kwargs["key"])
+    except ValueError:
+        return None
 
 
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        key = _find_key(token) if token and len(token) <= 200 else None
+        key = _find_key(token, _session_in_path(request)) if token and len(token) <= 200 else None
         if key is None:
             failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
             ratelimit.hit("auth-failure", client_address(request), failures)

@@ -63,11 +63,17 @@ def live_session(
     session and an expired one read as absent, so a key learns nothing about sessions
     that are not its own. `lock`: locked for the caller's transaction."""
     agent = agent_of(request)
+    key = session_key(key)
+    # Authentication read the session the path names in its own query (api/auth): taken
+    # once, by the first unlocked read; a later read reads again.
+    read = request.auth.__dict__.pop("session_read", None)
     if lock:
         sessions = Session.objects.for_agent(agent).active().select_for_update(of=SELF)
-        session = sessions.filter(key=session_key(key)).first()
+        session = sessions.filter(key=key).first()
+    elif read is not None and read[0] == key:
+        session = read[1]
     else:
-        session = _read_live_session(agent, session_key(key))
+        session = _read_live_session(agent, key)
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")
     if session is not None:
