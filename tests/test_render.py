@@ -108,3 +108,19 @@ def test_underscores_in_names_stay_literal_while_stars_emphasise():
     html = render.markdown_html("edit tests/__init__.py and my_module_name, **now** or *soon*")
     assert "tests/__init__.py" in html and "my_module_name" in html and "<em>soon</em>" in html
     assert "<strong>now</strong>" in html and html.count("<strong>") == 1
+
+
+def test_a_messages_html_is_kept_and_the_same_as_rendered_anew():
+    """markdown_html keeps the HTML of messages up to CACHED_MARKDOWN_CHARS (the session
+    page shows the same ones on every view): what it answers from there is what rendering
+    anew gives, and a longer text is rendered each time, never kept."""
+    render._cached_markdown_html.cache_clear()
+    text = "Fixed **it** in `src/__init__.py`: <script>alert(1)</script> [x](javascript:1)"
+    first = render.markdown_html(text)
+    assert render.markdown_html(text) == first == render._markdown_html(text)
+    assert "<script" not in first and "<strong>it</strong>" in first
+    info = render._cached_markdown_html.cache_info()
+    assert (info.hits, info.misses) == (1, 1)
+    long_text = "word " * (render.CACHED_MARKDOWN_CHARS // 5 + 1)
+    assert render.markdown_html(long_text) == render._markdown_html(long_text)
+    assert render._cached_markdown_html.cache_info().currsize == 1
