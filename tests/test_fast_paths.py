@@ -469,7 +469,7 @@ def test_context_reads_what_the_orm_reads(api, agent):
     provenance select_related gave (a link whose row is gone reads as None)."""
     from memoryapp.core.context import (
         FINDING_PROVENANCE,
-        _newest_findings,
+        read_findings,
         assemble_context,
         finding_dict,
     )
@@ -508,7 +508,7 @@ def test_context_reads_what_the_orm_reads(api, agent):
     Memory.objects.filter(agent=agent, content="fact 1").update(updated_at=later)
     ContextItem.objects.filter(session=session, key="k1").update(updated_at=later)
 
-    got = _newest_findings(session, 200)
+    got = read_findings(session, 200)
     expected = list(
         Finding.objects.filter(session=session)
         .select_related("turn", "message", "tool_call")
@@ -521,7 +521,16 @@ def test_context_reads_what_the_orm_reads(api, agent):
     ]
     assert finding_dict(got[1])["provenance"] == {"turn": 1, "message_seq": 4,
                                                   "tool_call_id": "c1"}  # fmt: skip
-    assert len(_newest_findings(session, 3)) == 3
+    assert len(read_findings(session, 3)) == 3
+    # The dashboard's: with the call's tool and query, and the live poll's, after an id.
+    shown = read_findings(session, 200, call_columns=("call_id", "tool", "query"))
+    assert [(f.id, f.tool_call.tool if f.tool_call else None) for f in shown] == [
+        (f.id, f.tool_call.tool if f.tool_call else None) for f in expected
+    ]
+    first = min(f.id for f in expected)
+    after = read_findings(session, 3, after=first)
+    assert [f.id for f in after] == sorted(f.id for f in expected)[1:4]
+    assert all(f.session is session for f in after)
 
     context = assemble_context(session, record_access=False)
     items = ContextItem.objects.filter(session=session).order_by(
@@ -542,7 +551,7 @@ def test_context_reads_what_the_orm_reads(api, agent):
     if connection.vendor == "postgresql":  # no constraint: the message row can go alone
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM core_message WHERE id = %s", [message.pk])
-        gone = {f.id: f for f in _newest_findings(session, 200)}
+        gone = {f.id: f for f in read_findings(session, 200)}
         assert all(f.message is None for f in gone.values())
         assert {f.message_id for f in gone.values()} == {None, message.pk}
 
@@ -669,7 +678,7 @@ def test_the_session_page_reads_its_findings_once(api, agent):
     newest = [
         q["sql"]
         for q in queries.captured_queries
-        if 'FROM "core_finding"' in q["sql"] and '"core_finding"."updated_at" DESC' in q["sql"]
+        if "FROM core_finding f" in q["sql"] and "f.updated_at DESC" in q["sql"]
     ]
     assert len(newest) == 1, newest
     context = page.context["prompt"]

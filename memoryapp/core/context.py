@@ -216,42 +216,61 @@ def findings_for_prompt(
     never crowds them out of the budget. `newest`: the session's findings already read
     newest first (by updated_at, then id) with FINDING_PROVENANCE, instead of reading them."""
     if newest is None:
-        newest = _newest_findings(session, limit)
+        newest = read_findings(session, limit)
     kept = newest[:limit]
     return [f for f in kept if f.kind != kinds.BOOKKEEPING] + [
         f for f in kept if f.kind == kinds.BOOKKEEPING
     ]
 
 
-def _newest_findings(session: Session, limit: int) -> list[Finding]:
-    """What `Finding.objects.filter(session=session).select_related("turn", "message",
-    "tool_call").only(<its own columns>, *FINDING_PROVENANCE).order_by("-updated_at",
-    "-id")[:limit]` gives, by a fixed statement: of the related rows only what the
-    provenance names (finding_dict), not a message's content or a tool call's output."""
+def read_findings(
+    session: Session,
+    limit: int,
+    *,
+    after: int | None = None,
+    call_columns: tuple[str, ...] = ("call_id",),
+) -> list[Finding]:
+    """The session's findings, newest first (by updated_at, then id), or with `after` the
+    first ones after that id (by id), by a fixed statement: what
+    `Finding.objects.filter(session=session).select_related("turn", "message", "tool_call")
+    .only(<its own columns>, "turn__iteration", "message__seq", <tool_call__ each of
+    call_columns>)` gives. Of the related rows only what the provenance names
+    (finding_dict; the dashboard also shows the call's tool and query), not a message's
+    content or a tool call's output; the session is the one given."""
     cols = rows.columns(Finding, "f")
+    # In the model's order of fields: Model.from_db matches a subset's values that way.
+    order_of = [f.attname for f in ToolCall._meta.concrete_fields]
+    call_columns = tuple(sorted(call_columns, key=order_of.index))
+    calls = ", ".join(f"c.{connection.ops.quote_name(c)}" for c in call_columns)
+    order = "ORDER BY f.updated_at DESC, f.id DESC" if after is None else "ORDER BY f.id"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {cols.sql}, t.id, t.iteration, m.id, m.seq, c.id, c.call_id "
+            f"SELECT {cols.sql}, t.id, t.iteration, m.id, m.seq, c.id, {calls} "
             f"FROM {Finding._meta.db_table} f "
             f"LEFT JOIN {Turn._meta.db_table} t ON t.id = f.turn_id "
             f"LEFT JOIN {Message._meta.db_table} m ON m.id = f.message_id "
             f"LEFT JOIN {ToolCall._meta.db_table} c ON c.id = f.tool_call_id "
-            "WHERE f.session_id = %s ORDER BY f.updated_at DESC, f.id DESC LIMIT %s",
-            [session.pk, limit],
+            f"WHERE f.session_id = %s{'' if after is None else ' AND f.id > %s'} "
+            f"{order} LIMIT %s",
+            [session.pk, limit] if after is None else [session.pk, after, limit],
         )
         found = cursor.fetchall()
     alias, width = connection.alias, len(cols)
-    links = [(Finding.turn.field, Turn, "iteration"), (Finding.message.field, Message, "seq"),
-             (Finding.tool_call.field, ToolCall, "call_id")]  # fmt: skip
+    links = [(Finding.turn.field, Turn, ["id", "iteration"]),
+             (Finding.message.field, Message, ["id", "seq"]),
+             (Finding.tool_call.field, ToolCall, ["id", *call_columns])]  # fmt: skip
     newest = []
     for row in found:
         finding = cols.instance(row)
-        for i, (link, model, name) in enumerate(links):
-            pk, value = row[width + 2 * i], row[width + 2 * i + 1]
-            # As select_related leaves it: the related row with only that column, or None
-            # when the link is unset or its row is gone (the message link has no database
-            # constraint); the link's id stays as stored.
-            related = None if pk is None else model.from_db(alias, ["id", name], [pk, value])
+        finding.session = session
+        at = width
+        for link, model, names in links:
+            values = row[at : at + len(names)]
+            at += len(names)
+            # As select_related leaves it: the related row with only those columns, or
+            # None when the link is unset or its row is gone (the message link has no
+            # database constraint); the link's id stays as stored.
+            related = None if values[0] is None else model.from_db(alias, names, list(values))
             link.set_cached_value(finding, related)
         newest.append(finding)
     return newest

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
-from memoryapp.core.context import FINDING_PROVENANCE, MAX_FINDINGS, assemble_context
+from memoryapp.core.context import MAX_FINDINGS, assemble_context, read_findings
 from memoryapp.core.conversation import message_dict
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
@@ -253,19 +253,9 @@ def _findings_shown(session: Session, after: int | None = None) -> list[Finding]
     call: the newest (the page), or the first after id `after` (the live poll). Their
     session is the one already read: joined, its row (with the summary's state, kilobytes
     of JSON) would be read and decoded once per finding."""
-    rows = (
-        Finding.objects.filter(session=session)
-        .select_related("turn", "message", "tool_call")
-        .only(*_FINDING_COLUMNS, *_PROVENANCE_SHOWN)
-    )
     if after is None:
-        rows = rows.order_by("-updated_at", "-id")[:MAX_FINDINGS_SHOWN]
-    else:
-        rows = rows.filter(id__gt=after).order_by("id")[:LIVE_LIMIT]
-    findings = list(rows)
-    for finding in findings:
-        finding.session = session
-    return findings
+        return read_findings(session, MAX_FINDINGS_SHOWN, call_columns=_CALL_SHOWN)
+    return read_findings(session, LIVE_LIMIT, after=after, call_columns=_CALL_SHOWN)
 
 
 def _context_items(session: Session) -> list[ContextItem]:
@@ -276,9 +266,8 @@ def _context_items(session: Session) -> list[ContextItem]:
     return items
 
 
-_FINDING_COLUMNS = [field.name for field in Finding._meta.concrete_fields]
-# What the provenance line shows, and what the context's findings answer (same rows).
-_PROVENANCE_SHOWN = (*FINDING_PROVENANCE, "tool_call__tool", "tool_call__query")
+# What the provenance line shows of a finding's call, and what the context answers.
+_CALL_SHOWN = ("call_id", "tool", "query")
 
 
 def _typed_budget(request: HttpRequest) -> int | None:
