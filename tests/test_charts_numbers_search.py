@@ -523,3 +523,20 @@ def test_search_of_nothing_says_so_and_bad_pages_show_a_page(agent, viewer):
     last = viewer.get("/agents/coder/search/", {"q": "parser", "page": "99"})
     assert [h.seq for h in last.context["hits"]] == [1]
     assert viewer.get("/agents/coder/search/", {"q": "parser", "page": "x"}).status_code == 200
+
+
+@pytest.mark.parametrize("language", ["en-us", "de", "fr", "hi"])
+def test_thousands_says_what_intcomma_says(language):
+    """`thousands` is humanize's intcomma made cheap for whole numbers: the same text for
+    every value in every language (German dots, French narrow spaces, and a language
+    that does not group by three, where it leaves the work to intcomma)."""
+    from django.contrib.humanize.templatetags.humanize import intcomma
+    from django.utils import translation
+
+    from memoryapp.dashboard.templatetags.numbers import thousands
+
+    values = [0, 7, 999, 1000, -1000, 12345, 1234567890, 10**20, 2.5, 1234.5, "4500", "x",
+              None, True]  # fmt: skip
+    with translation.override(language):
+        for value in values:
+            assert thousands(value) == intcomma(value), (language, value)

@@ -1,12 +1,17 @@
 """Template filters that make numbers read as what they measure: `{{ ttl|duration }}`
 says "30 days" or "1 hour, 30 minutes" where the settings hold 2592000 or 5400 seconds.
-`format_duration` is the same rule for Python callers (the settings form's help)."""
+`format_duration` is the same rule for Python callers (the settings form's help).
+`{{ count|thousands }}` is humanize's `intcomma`, made cheap for whole numbers."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import intcomma
+from django.utils import translation
+from django.utils.formats import get_format
 
 register = template.Library()
 
@@ -76,3 +81,24 @@ def since(value) -> str:
     if value is None:
         return ""
     return rounded_duration((timezone.now() - value).total_seconds())
+
+
+@functools.lru_cache(maxsize=64)
+def _grouping(language: str | None) -> str | None:
+    """The language's thousands separator when it groups digits by three, else None."""
+    if get_format("NUMBER_GROUPING") != 3:
+        return None
+    return str(get_format("THOUSAND_SEPARATOR"))
+
+
+@register.filter(is_safe=True)
+def thousands(value):
+    """What `intcomma` answers, "12,345" (the active language's separator): for a whole
+    number without looking the language's number format up again and going through
+    Decimal. A session page shows a few thousand numbers (each turn of its chart, each
+    message's tokens); intcomma spent a sixth of the page's time on them."""
+    if type(value) is int:
+        separator = _grouping(translation.get_language())
+        if separator is not None:
+            return f"{value:,}".replace(",", separator) if separator != "," else f"{value:,}"
+    return intcomma(value)
