@@ -8,8 +8,9 @@ by default) on PostgreSQL, one Celery worker on Redis doing the extraction of ev
    two-message turn (the peer through its own client's `append_messages_to_working_memory`,
    memoryapp with `POST /turns`) and restore the whole history (the peer's
    `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
-   interleaved A B A B so that drift hits both, after 5 untimed rounds. memoryapp's default pruned restore
-   (the agent's 100 messages) is timed too. Prints p50 per operation and the ratio.
+   interleaved A B A B so that drift hits both, after 5 untimed rounds. memoryapp's
+   default pruned restore (the agent's 100 messages) is timed too. Prints p50 per
+   operation and the ratio.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
    memoryapp, the peer again. Prints turns per second, p50 and p99.
 

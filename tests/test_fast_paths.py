@@ -469,9 +469,9 @@ def test_context_reads_what_the_orm_reads(api, agent):
     provenance select_related gave (a link whose row is gone reads as None)."""
     from memoryapp.core.context import (
         FINDING_PROVENANCE,
-        read_findings,
         assemble_context,
         finding_dict,
+        read_findings,
     )
     from memoryapp.core.models import ContextItem, Finding, Memory, Subtask, ToolCall, Turn
 
