@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, percentile, postgres_url  # noqa: E402
+from bench.common import TEXTS, percentile, postgres_url, server_env  # noqa: E402
 
 
 def main() -> int:
@@ -43,9 +43,11 @@ def main() -> int:
     wanted = {p.strip() for p in args.pages.split(",") if p.strip()}
     if postgres_url("bench/dashboard.py") is None:
         return 2
+    # As a production server runs (DEBUG off: no query log, no template debugging), with
+    # the test client's host name; extraction in process.
+    os.environ.update(server_env())
     os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryapp.settings")
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+    os.environ["ALLOWED_HOSTS"] = "testserver"
     import django
 
     django.setup()
