@@ -3,7 +3,8 @@
 Starts gunicorn (not the dev server) on PostgreSQL, creates an agent, and for sessions
 of 20 and of 2,000 stored messages runs 1, 8 and 32 concurrent clients, each appending
 turns of 2 messages (user + assistant, real text) to its own session for a fixed time.
-Prints turns/s, messages/s and p50/p99 latency per scenario as a markdown table.
+Prints turns/s, messages/s and p50/p99 latency per scenario as a markdown table, after
+an untimed 3-second warm-up of 32 clients.
 With REDIS_URL set (production), each turn's extraction job goes to Redis and one Celery
 worker process runs it beside the server, as in production.
 
@@ -118,6 +119,9 @@ def main() -> int:
         print()
         print("| stored messages | clients | turns/s | messages/s | p50 ms | p99 ms | errors |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
+        # Untimed: every worker process and thread connects and loads what it loads once
+        # (the tokenizer, the API's schemas) before the first timed scenario.
+        asyncio.run(scenario(base_url, api_key, 32, 20, 3.0))
         for size in (20, 2000):
             for clients in (1, 8, 32):
                 r = asyncio.run(scenario(base_url, api_key, clients, size, args.seconds))
