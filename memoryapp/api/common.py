@@ -3,7 +3,6 @@ and the statuses each kind of operation can answer (declared in the OpenAPI docu
 
 from __future__ import annotations
 
-from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.errors import HttpError
@@ -83,16 +82,14 @@ def live_session(
 
 def _read_live_session(agent: Agent, key: str) -> Session | None:
     """`Session.objects.for_agent(agent).active().filter(key=key).first()`, by a fixed
-    statement (memoryapp.core.rows): most requests read their session this way."""
-    columns = rows.columns(Session, "s")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns.sql} FROM {Session._meta.db_table} s "
-            "WHERE s.agent_id = %s AND s.key = %s AND s.expires_at > %s",
-            [agent.pk, key, timezone.now()],
-        )
-        row = cursor.fetchone()
-    return None if row is None else columns.instance(row)
+    statement (memoryapp.core.rows)."""
+    found = rows.fetch(
+        Session,
+        "s",
+        "WHERE s.agent_id = %s AND s.key = %s AND s.expires_at > %s",
+        [agent.pk, key, timezone.now()],
+    )
+    return found[0] if found else None
 
 
 def memory_of(request: HttpRequest, memory_id: int, *, for_change: bool = False) -> Memory:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -326,9 +327,9 @@ def _binding_cursor():
     """A cursor that sends the parameters apart from the statement (PostgreSQL's
     server-side binding), in Django's wrapper (errors, query log, transactions as usual).
     Django's default cursor writes every parameter into the text of the statement, in
-    Python: for a turn's contents that was a tenth of an append's time."""
-    import psycopg
-
+    Python: for a turn's contents that was 8% of an append's server time in a profile
+    (3-4% end to end, A/B over HTTP). Not prepared on the server: Django opens its
+    connections with psycopg's prepare_threshold off, for poolers (README)."""
     connection.ensure_connection()
     raw = psycopg.Cursor(connection.connection)
     if connection.queries_logged:

@@ -1,11 +1,13 @@
 """Model instances from hand-written SQL, for the few reads every request makes.
 
 The ORM compiles a queryset anew each time it runs (about 0.6 ms for the session a path
-names, on PostgreSQL here, against 0.3 ms for the round trip itself). For the lookups on
-every request's path (the API key and its agent, the session) a fixed statement is
-written once and its rows are turned into instances as the ORM would: each column through
-the converters the ORM applies (SQLite keeps times as text, JSON arrives as text), then
-`Model.from_db`, so the instance is the one a queryset would have given.
+names, on PostgreSQL here, against 0.3 ms for the round trip itself). For the reads on
+every request's path (the API key with its agent and the session a path names, the
+restore's messages, the sections of an assembled context) a fixed statement is written
+once and its rows are turned into what the ORM would give: each column through the
+converters the ORM applies (SQLite keeps times as text, JSON arrives as text), then
+`Model.from_db` for an instance or a dict for `.values()`. Each caller's test compares
+its read with the queryset it replaces.
 """
 
 from __future__ import annotations
