@@ -685,3 +685,31 @@ def test_the_session_page_reads_its_findings_once(api, agent):
     assert all(f"symbol_{n}" in context for n in range(5))
     answered = api.get("/api/v1/sessions/s/context").json()["findings"]
     assert sorted(f["provenance"]["tool_call_id"] for f in answered) == [f"c{n}" for n in range(5)]
+
+
+def test_extraction_deletes_the_whole_outputs_it_read_and_no_others(
+    api, settings, django_capture_on_commit_callbacks
+):
+    """The worker deletes the whole outputs (PendingToolOutput) of the turn it extracted,
+    read with its tool calls, and asks nothing more when there are none; another turn's,
+    not extracted yet, stay."""
+    from memoryapp.core.models import PendingToolOutput
+
+    long_output = "src/parser.py:12: def parse_header\n" * 400
+    assert len(long_output) > settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
+
+    def turn(key: str) -> dict:
+        return {"messages": [{"role": "user", "content": "find it"}],
+                "tool_calls": [{"tool": "grep", "query": "parse_header", "output": long_output},
+                               {"tool": "ls", "query": "src", "output": "parser.py"}]}  # fmt: skip
+
+    from memoryapp.core.workers import run_extraction
+
+    with django_capture_on_commit_callbacks(execute=False):  # no extraction yet, either mode
+        for key in ("done", "later"):
+            assert api.post(f"/api/v1/sessions/{key}/turns", turn(key)).status_code == 201
+    assert PendingToolOutput.objects.count() == 2
+    assert run_extraction(ExtractionJob.objects.get(session__key="done").pk) == "done"
+    left = PendingToolOutput.objects.values_list("tool_call__session__key", flat=True)
+    assert list(left) == ["later"]
+    assert Session.objects.get(key="done").findings.filter(tool="grep").exists()

@@ -32,6 +32,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.exceptions import ChannelError
 
+from memoryapp.core import rows
 from memoryapp.core.models import (
     SELF,
     ContextItem,
@@ -255,7 +256,7 @@ def run_extraction(job_id: int) -> str:
             )
             turn.session = session
             job.attempts += 1
-            messages = list(Message.objects.filter(turn=turn).order_by("seq"))
+            messages = rows.fetch(Message, "m", "WHERE m.turn_id = %s ORDER BY m.seq", [turn.pk])
             cwd = session.cwd
             observations: list = []
 
@@ -318,7 +319,10 @@ def run_extraction(job_id: int) -> str:
                     ]
             items_set = _apply_evidence(session, turn, messages, observations)
 
-            PendingToolOutput.objects.filter(tool_call__turn=turn).delete()
+            # The turn's whole outputs, now findings: read with the calls (none, most often).
+            pending = [c.pending_output.pk for c in calls if getattr(c, "pending_output", None)]
+            if pending:
+                PendingToolOutput.objects.filter(pk__in=pending).delete()
             job.status = ExtractionJob.Status.DONE
             job.findings_added = added
             job.context_items_set = items_set
