@@ -9,7 +9,7 @@ tests compare it with itself (they still check the answer's numbers).
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp.core import conversation
@@ -713,3 +713,72 @@ def test_extraction_deletes_the_whole_outputs_it_read_and_no_others(
     left = PendingToolOutput.objects.values_list("tool_call__session__key", flat=True)
     assert list(left) == ["later"]
     assert Session.objects.get(key="done").findings.filter(tool="grep").exists()
+
+
+def test_the_worker_reads_its_job_and_session_as_the_orm_does(api, agent):
+    """rows.fetch_one_with reads the job with its turn and the session with its agent as
+    `select_related(…).select_for_update(of=SELF)` did: the same fields, the link set,
+    None for an id that does not exist."""
+    from memoryapp.core import rows
+    from memoryapp.core.models import Agent
+
+    api.post("/api/v1/sessions/s/turns", BODY)
+    job = ExtractionJob.objects.select_related("turn").get(session__key="s")
+    with transaction.atomic():
+        got = rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [job.pk],
+                                  lock=True)  # fmt: skip
+        session = rows.fetch_one_with(Session, "s", "agent", "WHERE s.id = %s",
+                                      [job.session_id], lock=True)  # fmt: skip
+        assert rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [0]) is None
+
+    def fields(instance) -> list:
+        return [getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields]
+
+    assert fields(got) == fields(job) and fields(got.turn) == fields(job.turn)
+    expected = Session.objects.select_related("agent").get(pk=job.session_id)
+    assert fields(session) == fields(expected) and fields(session.agent) == fields(agent)
+    assert isinstance(session.agent, Agent) and session.agent.pk == agent.pk
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_holds_its_jobs_row_lock_and_only_that_one():
+    """With `lock`, the job's row is locked for the transaction (another worker waits),
+    and its turn's row is not: FOR UPDATE OF the job alone, as select_for_update(of=SELF)."""
+    import threading
+
+    from django.db import OperationalError, connections
+
+    from memoryapp.core import rows
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.core.models import Agent
+
+    agent = Agent.objects.create(name="locks")
+    append_turn(agent, "s", TurnInput([MessageInput("user", "hello")]))
+    job = ExtractionJob.objects.get(session__agent=agent)
+    outcome: dict = {}
+
+    def other_worker() -> None:
+        other = connections.create_connection("default")
+        try:
+            with other.cursor() as cursor:
+                cursor.execute("BEGIN")
+                for table, pk in (("core_turn", job.turn_id), ("core_extractionjob", job.pk)):
+                    try:
+                        cursor.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE NOWAIT",
+                                       [pk])  # fmt: skip
+                        outcome[table] = "free"
+                    except OperationalError:
+                        outcome[table] = "locked"
+                        break
+                cursor.execute("ROLLBACK")
+        finally:
+            other.close()
+
+    with transaction.atomic():
+        rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [job.pk], lock=True)
+        thread = threading.Thread(target=other_worker)
+        thread.start()
+        thread.join()
+    assert outcome == {"core_turn": "free", "core_extractionjob": "locked"}
+    agent.delete()

@@ -94,3 +94,31 @@ def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> lis
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {cols.sql} FROM {model._meta.db_table} {alias} {rest}", params)
         return [cols.instance(row) for row in cursor.fetchall()]
+
+
+def fetch_one_with(
+    model: type[models.Model], alias: str, link: str, where: str, params: list, *, lock=False
+) -> Any:
+    """`model.objects.select_related(link).filter(…).first()` by a fixed statement, `link`
+    a foreign key that is never null (an inner join, as the ORM makes it); with `lock`, as
+    `.select_for_update(of=SELF)`: the row of `model` is locked for the caller's
+    transaction, not the linked one (the ORM too writes nothing on SQLite)."""
+    field = model._meta.get_field(link)
+    target = field.related_model
+    cols, linked = columns(model, alias), columns(target, "r")
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT {cols.sql}, {linked.sql} FROM {model._meta.db_table} {alias} "
+        f"JOIN {target._meta.db_table} r ON r.{quote(target._meta.pk.column)} = "
+        f"{alias}.{quote(field.column)} {where}"
+    )
+    if lock and connection.features.has_select_for_update_of:
+        sql += f" FOR UPDATE OF {alias}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instance = cols.instance(row)
+    setattr(instance, link, linked.instance(row, len(cols)))
+    return instance

@@ -34,7 +34,6 @@ from kombu.exceptions import ChannelError
 
 from memoryapp.core import rows
 from memoryapp.core.models import (
-    SELF,
     ContextItem,
     ExtractionJob,
     Finding,
@@ -237,11 +236,8 @@ def run_extraction(job_id: int) -> str:
     """Run one job; answers what happened ("done", "skipped", "missing", "failed")."""
     try:
         with transaction.atomic():
-            job = (
-                ExtractionJob.objects.select_for_update(of=SELF)
-                .select_related("turn")
-                .filter(pk=job_id)
-                .first()
+            job = rows.fetch_one_with(
+                ExtractionJob, "j", "turn", "WHERE j.id = %s", [job_id], lock=True
             )
             if job is None:
                 return "missing"
@@ -249,10 +245,8 @@ def run_extraction(job_id: int) -> str:
                 return "skipped"
             turn = job.turn
             # The session's evidence tally is read and written under its row lock.
-            session = (
-                Session.objects.select_for_update(of=SELF)
-                .select_related("agent")
-                .get(pk=turn.session_id)
+            session = rows.fetch_one_with(
+                Session, "s", "agent", "WHERE s.id = %s", [turn.session_id], lock=True
             )
             turn.session = session
             job.attempts += 1
