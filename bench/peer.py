@@ -12,7 +12,9 @@ by default) on PostgreSQL, one Celery worker on Redis doing the extraction of ev
    default pruned restore (the agent's 100 messages) is timed too. Prints p50 per
    operation and the ratio.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
-   memoryapp, the peer again. Prints turns per second, p50 and p99.
+   memoryapp, the peer again, each run once both servers (and memoryapp's worker) are
+   idle again, so that neither side's leftover work lands in the other's run. Prints
+   turns per second, p50 and p99.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/memoryapp_bench \\
     REDIS_URL=redis://127.0.0.1:6379/14 .venv/bin/python bench/peer.py
@@ -188,6 +190,42 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
     return rows
 
 
+# Whose background work could still run after a side's load: the peer's server and its
+# own store, memoryapp's server and worker (matched against each process's command line).
+BUSY_PATTERNS = ("agent_memory_server", str(PEER_DIR), "memoryapp.wsgi", "celery -A memoryapp")
+
+
+def _cpu_seconds(patterns: tuple[str, ...]) -> float:
+    """CPU seconds used so far by the processes whose command line holds a pattern (Linux's
+    /proc; 0 elsewhere)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if not any(p in command for p in patterns):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+async def settle(limit: float = 60.0) -> float:
+    """Wait until neither side is still working off an earlier run (the peer indexes
+    what it was sent after answering; memoryapp's worker extracts): until both use under
+    a tenth of a core over a second, at most `limit` seconds. Answers the seconds waited,
+    so that one side's leftover work does not land in the other's measurement."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit:
+        before = _cpu_seconds(BUSY_PATTERNS)
+        await asyncio.sleep(1.0)
+        if _cpu_seconds(BUSY_PATTERNS) - before < 0.1:
+            break
+    return time.monotonic() - began
+
+
 async def load(sides: Sides, side: str, clients: int, size: int, seconds: float, run: str):
     """`clients` concurrent appenders, each to its own session of `size` messages."""
     sids = [f"{side}-load-{run}-{i}" for i in range(clients)]
@@ -264,6 +302,9 @@ async def compare(args, base_url: str, api_key: str) -> None:
         print("|:--|---:|---:|---:|---:|---:|---:|")
         for size in sizes:
             for side in ("peer", "memoryapp", "peer"):
+                waited = await settle()
+                if waited >= 59:
+                    print(f"warning: still busy after {waited:.0f} s of waiting", file=sys.stderr)
                 r = await load(sides, side, args.clients, size, args.seconds, run + side[0] + "x")
                 run += "1"
                 print(
