@@ -238,14 +238,15 @@ def read_findings(
     (finding_dict; the dashboard also shows the call's tool and query), not a message's
     content or a tool call's output; the session is the one given."""
     cols = rows.columns(Finding, "f")
-    # In the model's order of fields: Model.from_db matches a subset's values that way.
-    order_of = [f.attname for f in ToolCall._meta.concrete_fields]
-    call_columns = tuple(sorted(call_columns, key=order_of.index))
-    calls = ", ".join(f"c.{connection.ops.quote_name(c)}" for c in call_columns)
+    links = [
+        (Finding.turn.field, rows.columns(Turn, "t", ("id", "iteration"))),
+        (Finding.message.field, rows.columns(Message, "m", ("id", "seq"))),
+        (Finding.tool_call.field, rows.columns(ToolCall, "c", ("id", *call_columns))),
+    ]
     order = "ORDER BY f.updated_at DESC, f.id DESC" if after is None else "ORDER BY f.id"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {cols.sql}, t.id, t.iteration, m.id, m.seq, c.id, {calls} "
+            f"SELECT {cols.sql}, {', '.join(linked.sql for _, linked in links)} "
             f"FROM {Finding._meta.db_table} f "
             f"LEFT JOIN {Turn._meta.db_table} t ON t.id = f.turn_id "
             f"LEFT JOIN {Message._meta.db_table} m ON m.id = f.message_id "
@@ -255,23 +256,18 @@ def read_findings(
             [session.pk, limit] if after is None else [session.pk, after, limit],
         )
         found = cursor.fetchall()
-    alias, width = connection.alias, len(cols)
-    links = [(Finding.turn.field, Turn, ["id", "iteration"]),
-             (Finding.message.field, Message, ["id", "seq"]),
-             (Finding.tool_call.field, ToolCall, ["id", *call_columns])]  # fmt: skip
     newest = []
     for row in found:
         finding = cols.instance(row)
         finding.session = session
-        at = width
-        for link, model, names in links:
-            values = row[at : at + len(names)]
-            at += len(names)
+        at = len(cols)
+        for link, linked in links:
             # As select_related leaves it: the related row with only those columns, or
             # None when the link is unset or its row is gone (the message link has no
             # database constraint); the link's id stays as stored.
-            related = None if values[0] is None else model.from_db(alias, names, list(values))
-            link.set_cached_value(finding, related)
+            found_id = row[at + linked.attnames.index("id")]
+            link.set_cached_value(finding, None if found_id is None else linked.instance(row, at))
+            at += len(linked)
         newest.append(finding)
     return newest
 

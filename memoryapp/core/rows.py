@@ -23,14 +23,16 @@ _CONVERTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Columns:
-    """A model's concrete columns (or the named ones), selected under a table alias."""
+    """A model's concrete columns (or the named ones), selected under a table alias, in
+    the model's order of fields: `Model.from_db` matches a subset's values that way."""
 
     def __init__(
         self, model: type[models.Model], alias: str, names: tuple[str, ...] | None = None
     ) -> None:
         self.model = model
-        concrete = model._meta.concrete_fields
-        self.fields = list(concrete) if names is None else [model._meta.get_field(n) for n in names]
+        concrete = list(model._meta.concrete_fields)
+        named = concrete if names is None else [model._meta.get_field(n) for n in names]
+        self.fields = sorted(named, key=concrete.index)
         self.attnames = [f.attname for f in self.fields]
         quote = connection.ops.quote_name
         self.sql = ", ".join(f"{alias}.{quote(f.column)}" for f in self.fields)
@@ -39,7 +41,8 @@ class Columns:
         return len(self.fields)
 
     def instance(self, row: tuple | list, start: int = 0) -> Any:
-        """The model instance of `row[start : start + len(self)]` (all concrete columns)."""
+        """The model instance of `row[start : start + len(self)]` (with only some of its
+        columns, the others deferred, as `.only()` leaves them)."""
         values = self._converted(row, start, self._converters())
         return self.model.from_db(connection.alias, self.attnames, values)
 
