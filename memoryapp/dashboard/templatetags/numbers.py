@@ -100,5 +100,5 @@ def thousands(value):
     if type(value) is int:
         separator = _grouping(translation.get_language())
         if separator is not None:
-            return f"{value:,}".replace(",", separator) if separator != "," else f"{value:,}"
+            return f"{value:,}".replace(",", separator)
     return intcomma(value)
