@@ -256,19 +256,18 @@ def read_findings(
             [session.pk, limit] if after is None else [session.pk, after, limit],
         )
         found = cursor.fetchall()
-    newest = []
-    for row in found:
-        finding = cols.instance(row)
+    newest = cols.instances(found)
+    at = len(cols)
+    for link, linked in links:
+        # As select_related leaves it: the related row with only those columns, or None
+        # when the link is unset or its row is gone (the message link has no database
+        # constraint); the link's id stays as stored.
+        id_at = at + linked.attnames.index("id")
+        for finding, row, instance in zip(newest, found, linked.instances(found, at), strict=True):
+            link.set_cached_value(finding, None if row[id_at] is None else instance)
+        at += len(linked)
+    for finding in newest:
         finding.session = session
-        at = len(cols)
-        for link, linked in links:
-            # As select_related leaves it: the related row with only those columns, or
-            # None when the link is unset or its row is gone (the message link has no
-            # database constraint); the link's id stays as stored.
-            found_id = row[at + linked.attnames.index("id")]
-            link.set_cached_value(finding, None if found_id is None else linked.instance(row, at))
-            at += len(linked)
-        newest.append(finding)
     return newest
 
 

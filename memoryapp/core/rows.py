@@ -46,6 +46,16 @@ class Columns:
         values = self._converted(row, start, self._converters())
         return self.model.from_db(connection.alias, self.attnames, values)
 
+    def instances(self, rows: list[tuple], start: int = 0) -> list[Any]:
+        """`instance(row, start)` of each row (the converters looked up once)."""
+        converters, alias, names, from_db = (
+            self._converters(),
+            connection.alias,
+            self.attnames,
+            self.model.from_db,
+        )
+        return [from_db(alias, names, self._converted(r, start, converters)) for r in rows]
+
     def dicts(self, rows: list[tuple]) -> list[dict[str, Any]]:
         """Each row as `.values(*names)` gives it: {attname: value}."""
         converters, names = self._converters(), self.attnames
@@ -96,7 +106,7 @@ def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> lis
     cols = columns(model, alias)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {cols.sql} FROM {model._meta.db_table} {alias} {rest}", params)
-        return [cols.instance(row) for row in cursor.fetchall()]
+        return cols.instances(cursor.fetchall())
 
 
 def fetch_one_with(
