@@ -120,3 +120,33 @@ def test_the_live_poll_writes_new_findings_the_same_way(session):
     for item in new:
         context = {"agent": session.agent, "role": "editor", "kind": "finding", "item": item}
         assert normalized(PARTIAL.render(context, response.wsgi_request)) in answer
+
+
+def test_a_stale_read_says_so_wherever_it_is_shown(session):
+    """ "edited since read" on the page, in the live poll that brings the finding, and in
+    the finding answered alone (after an edit, or its history closed)."""
+    read = Finding.objects.get(session=session, kind="read")
+    client = logged_in_member("editor", session.agent, "eddie")
+    base = f"/agents/{session.agent.name}"
+    badge = "edited since read"
+
+    def row(html: str) -> str:
+        start = html.index(f'id="item-finding-{read.pk}"')
+        return html[start : html.index('class="history-slot"', start)]
+
+    page = client.get(f"{base}/sessions/{session.key}/").content.decode()
+    live = client.get(
+        f"{base}/sessions/{session.key}/live/",
+        {"after_seq": 0, "after_finding": 0},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    alone = client.get(
+        f"{base}/items/finding/{read.pk}/edit/", {"display": 1}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    for html in (page, live, alone):
+        assert badge in row(html)
+    fresh = Finding.objects.get(session=session, kind="edit")
+    answer = client.get(
+        f"{base}/items/finding/{fresh.pk}/edit/", {"display": 1}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert badge not in answer

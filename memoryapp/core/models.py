@@ -534,6 +534,14 @@ class Finding(SessionItemOnDashboard, models.Model):
         return self.pk in Finding.stale_among(self.session, [self])
 
     @classmethod
+    def mark_stale_reads(cls, session: Session, findings: list[Finding]) -> None:
+        """Set `is_stale_read` on each of `findings` (what the dashboard's "edited since
+        read" shows): one query when there are reads among them, none otherwise."""
+        stale = cls.stale_among(session, findings)
+        for finding in findings:
+            finding.is_stale_read = finding.pk in stale
+
+    @classmethod
     def stale_among(cls, session: Session, findings: list[Finding]) -> set[int]:
         """Ids of the reads among `findings` whose file was changed after the read: by an
         edit that succeeded (one query for the session's edits of those files), or by a

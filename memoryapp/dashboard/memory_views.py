@@ -182,6 +182,8 @@ def _row(
     request: HttpRequest, role: str, agent: Agent, item, *, history: bool = False
 ) -> HttpResponse:
     MemoryEvent.attach_people([item])
+    if isinstance(item, Finding):  # as the session page shows it
+        Finding.mark_stale_reads(item.session, [item])
     context = {"agent": agent, "kind": item.KIND, "item": item, "role": role}
     if history:
         context.update(_history_context(item))

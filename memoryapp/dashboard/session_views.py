@@ -318,10 +318,9 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
         context.update(_around(session, at, received.first_kept), expanded=True)
     if findings is None:
         findings = _findings_shown(session)
-    stale = Finding.stale_among(session, findings)
+    Finding.mark_stale_reads(session, findings)
     grouped: dict[str, list] = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
-        finding.is_stale_read = finding.id in stale
         grouped[fmt.finding_group(finding.kind)].append(finding)
     context_items = _context_items(session)
     MemoryEvent.attach_people(findings, context_items)  # who added or edited each: one query
@@ -431,6 +430,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
     if messages or findings or changed:
         items = _context_items(session) if changed else None
         MemoryEvent.attach_people(findings, items or [])
+        Finding.mark_stale_reads(session, findings)
         # The budget typed on the page, if any, comes with each poll (hx-include).
         blocks = _blocks(session, _typed_budget(request))
         received = blocks["received"]

@@ -87,7 +87,7 @@ def finding_row(context, item) -> SafeString:
     agent_name = context["agent"].name
     pk = int(item.pk)
     element = f"item-finding-{pk}"
-    # The live poll does not look for stale reads: like the partial, no attribute, no flag.
+    # Set by Finding.mark_stale_reads; like the partial, no attribute, no flag.
     stale = getattr(item, "is_stale_read", False)
     flags = ("" if item.success else ' <span class="bad">failed</span>') + (
         ' <span class="bad">edited since read</span>' if stale else ""
