@@ -782,3 +782,36 @@ def test_the_worker_holds_its_jobs_row_lock_and_only_that_one():
         thread.join()
     assert outcome == {"core_turn": "free", "core_extractionjob": "locked"}
     agent.delete()
+
+
+def test_messages_page_through_a_session_in_windows_of_seq(api):
+    """GET /messages reads a page as a window of seq (never a keyset page that the planner
+    could turn into a scan of the rest of the session): every message once, in order,
+    whatever the limit, a page of exactly the last messages ends the listing, and a
+    missing seq (a message deleted on its own) only makes a page read further."""
+    batch = [{"role": "user", "content": f"m{i}"} for i in range(23)]
+    api.post("/api/v1/sessions/pages/turns", {"messages": batch})
+
+    def listing(limit: int) -> tuple[list[str], int]:
+        seen, cursor, pages = [], None, 0
+        while True:
+            params = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+            answer = api.get("/api/v1/sessions/pages/messages", params).json()
+            assert len(answer["items"]) <= limit
+            seen += [m["content"] for m in answer["items"]]
+            pages += 1
+            cursor = answer["next_cursor"]
+            if cursor is None:
+                return seen, pages
+
+    for limit in (1, 5, 22, 23, 24, 100):
+        seen, pages = listing(limit)
+        assert seen == [f"m{i}" for i in range(23)], limit
+        assert pages == -(-23 // limit)  # a full last page says there is no more
+    with CaptureQueriesContext(connection) as captured:
+        api.get("/api/v1/sessions/pages/messages", {"limit": 5})
+    (page_sql,) = [q["sql"] for q in captured.captured_queries if "core_message" in q["sql"]]
+    assert "LIMIT" not in page_sql.upper() and '"seq" <= 6' in page_sql
+    Message.objects.filter(session__key="pages", seq__in=[3, 4, 11]).delete()
+    seen, _ = listing(5)
+    assert seen == [f"m{i}" for i in range(23) if i + 1 not in (3, 4, 11)]

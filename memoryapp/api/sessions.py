@@ -254,12 +254,18 @@ def list_messages(
     after = pagination.decode(cursor, "messages", int)
     session = live_session(request, key)
     # Bounded by the session's count as read: a concurrent append shows whole or not at all.
-    messages = Message.objects.filter(session=session, seq__lte=session.message_count)
-    if after is not None:
-        messages = messages.filter(seq__gt=after[0])
-    # By (session, seq): the message_unique_seq constraint's index.
-    # Values, not model instances, as the restore reads them (MESSAGE_FIELDS).
-    page = list(messages.order_by("seq").values(*MESSAGE_FIELDS)[: limit + 1])
+    # By (session, seq): the message_unique_seq constraint's index, in windows of seq as
+    # the restore reads (a keyset page `seq > x ORDER BY seq LIMIT n` can make PostgreSQL
+    # read and sort the rest of a grown session when its statistics are older than that
+    # growth). seq is gapless, so one window of limit + 1 seqs is the page; a gap would
+    # only make it read the next window. Values, not model instances (MESSAGE_FIELDS).
+    messages = Message.objects.filter(session=session).order_by("seq").values(*MESSAGE_FIELDS)
+    page: list[dict] = []
+    low = 0 if after is None else max(0, after[0])
+    while len(page) <= limit and low < session.message_count:
+        high = min(session.message_count, low + limit + 1 - len(page))
+        page += messages.filter(seq__gt=low, seq__lte=high)
+        low = high
     more = len(page) > limit
     next_cursor = pagination.encode("messages", page[limit - 1]["seq"]) if more else None
     items = [message_dict(m) for m in page[:limit]]
