@@ -815,3 +815,27 @@ def test_messages_page_through_a_session_in_windows_of_seq(api):
     Message.objects.filter(session__key="pages", seq__in=[3, 4, 11]).delete()
     seen, _ = listing(5)
     assert seen == [f"m{i}" for i in range(23) if i + 1 not in (3, 4, 11)]
+
+
+def test_recording_a_change_does_not_read_its_session_again(agent):
+    """ContextItem.put and Finding.record change a row they read with the session in
+    hand: the event they write names the session's agent without a query for it (the
+    extraction worker does this for each turn whose evidence moves)."""
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.core.models import ContextItem, Finding, MemoryEvent
+
+    append_turn(agent, "events", TurnInput([MessageInput("user", "find the parser")]))
+    session = Session.objects.get(agent=agent, key="events")
+    with transaction.atomic():
+        ContextItem.put(session, "task", "a", source="inferred", confidence=0.5, actor="t")
+        Finding.record(session, tool="grep", query="x", fact="1 match", actor="t")
+    fresh = Session.objects.get(pk=session.pk)  # as a worker reads it: nothing cached
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        ContextItem.put(fresh, "task", "b", source="inferred", confidence=0.6, actor="t")
+        Finding.record(fresh, tool="grep", query="x", fact="2 matches", actor="t")
+    session_reads = [
+        q["sql"] for q in captured.captured_queries if 'FROM "core_session"' in q["sql"]
+    ]
+    assert session_reads == []
+    events = MemoryEvent.objects.filter(agent=agent, action=MemoryEvent.Action.UPDATE)
+    assert events.count() == 2

@@ -606,6 +606,8 @@ class Finding(SessionItemOnDashboard, models.Model):
         existing = cls.objects.select_for_update().filter(session=session, identity=digest).first()
         if existing is None and kind == extraction.kinds.RAG:
             existing = cls.known(session, tool, shown)
+        if existing is not None:
+            existing.session = session  # its event names the agent: no query for the row again
         if keep_manual and existing is not None and existing.source == cls.Source.MANUAL:
             return existing, False
         values = {
@@ -754,7 +756,9 @@ class ContextItem(SessionItemOnDashboard, models.Model):
         overwrites an explicit or manual one (then nothing changes and `applied` is
         False). Call inside a transaction."""
         item = cls.objects.select_for_update().filter(session=session, key=key).first()
-        if item is None:
+        if item is not None:
+            item.session = session  # its event names the agent: no query for the row again
+        else:
             item = cls.objects.create(
                 session=session,
                 key=key,
