@@ -26,7 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, percentile, postgres_url, server_env, start_gunicorn  # noqa: E402
+from bench.common import (  # noqa: E402
+    TEXTS,
+    percentile,
+    postgres_url,
+    server_env,
+    start_gunicorn,
+    vacuum_analyze,
+)
 
 
 def main() -> int:
@@ -47,6 +54,7 @@ def main() -> int:
     from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session
 
     call_command("migrate", verbosity=0)
+    vacuum_analyze()
     agent = Agent.objects.create(name=f"bench-context-{secrets.token_hex(4)}")
     try:
         for i in range(20):
@@ -84,6 +92,7 @@ def main() -> int:
                 Finding.objects.create(
                     session=session, tool="grep", query=f"symbol{i}", fact=f"{i} matches in src/"
                 )
+            vacuum_analyze()  # autovacuum's analyze after a fill of this size
             for hint in ("", "parser tokens"):
                 # Warm: caches, and the summary of the pruned history, which a first call
                 # rolls forward 5,000 messages at a time until it has caught up.

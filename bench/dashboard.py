@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, percentile, postgres_url, server_env  # noqa: E402
+from bench.common import TEXTS, percentile, postgres_url, server_env, vacuum_analyze  # noqa: E402
 
 
 def main() -> int:
@@ -113,12 +113,7 @@ def main() -> int:
                 Finding.objects.create(
                     session=session, tool="grep", query=f"q{i}", fact=f"{i} matches", step=i + 1
                 )
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "VACUUM ANALYZE core_session, core_turn, core_message, core_toolcall,"
-                    " core_finding, core_contextitem, core_extractionjob, core_memoryevent,"
-                    " core_memory"
-                )
+            vacuum_analyze()
             base = f"/agents/{agent.name}"
             pages = [
                 ("agents overview", "/"),
