@@ -90,6 +90,17 @@ def vacuum_analyze() -> None:
         cursor.execute("VACUUM ANALYZE " + ", ".join(CORE_TABLES))
 
 
+def cpu_check() -> str:
+    """How fast this shared machine ran just then: a fixed pure-Python loop's time. The
+    same loop has taken 0.64 s and 1.06 s a minute apart here, and every figure of a run
+    moves with it; the benchmarks print it before and after their measurements."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return f"CPU check: 10,000,000 additions in {time.perf_counter() - started:.2f} s"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

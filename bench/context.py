@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     TEXTS,
+    cpu_check,
     percentile,
     postgres_url,
     server_env,
@@ -67,6 +68,7 @@ def main() -> int:
             f"{args.runs} calls per row; agent token_budget {agent.token_budget}, "
             f"max_messages {agent.max_messages}; PostgreSQL"
         )
+        print(cpu_check())
         print()
         print(
             "| stored messages | query hint | p50 ms | p99 ms | messages returned | total tokens |"
@@ -115,6 +117,8 @@ def main() -> int:
                 )
         print()
         print(over_http(agent, sizes, args.runs))
+        print()
+        print(cpu_check())
     finally:
         agent.delete()
     return 0

@@ -29,7 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TEXTS, percentile, postgres_url, server_env, vacuum_analyze  # noqa: E402
+from bench.common import (  # noqa: E402
+    TEXTS,
+    cpu_check,
+    percentile,
+    postgres_url,
+    server_env,
+    vacuum_analyze,
+)
 
 
 def main() -> int:
@@ -79,6 +86,7 @@ def main() -> int:
                 confidence=0.5 + i / 70,
             )
         print(f"{args.runs} renders per page; server-side only (Django test client); PostgreSQL")
+        print(cpu_check())
         print()
         print("| stored messages | page | p50 ms | p99 ms | queries |")
         print("|---:|:---|---:|---:|---:|")
@@ -140,6 +148,8 @@ def main() -> int:
                     f"{percentile(timings, 0.99) * 1000:.1f} | {len(captured)} |",
                     flush=True,
                 )
+        print()
+        print(cpu_check())
     finally:
         Session.objects.filter(agent=agent).delete()
         agent.delete()

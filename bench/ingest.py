@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, production_server  # noqa: E402
+from bench.common import cpu_check, percentile, postgres_url, production_server  # noqa: E402
 
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
@@ -122,6 +122,7 @@ def main() -> int:
             f"gunicorn: {args.workers} workers x {args.threads} threads; {os.cpu_count()} cores; "
             f"{args.seconds:.0f} s per scenario; PostgreSQL; {broker}"
         )
+        print(cpu_check())
         print()
         print("| stored messages | clients | turns/s | messages/s | p50 ms | p99 ms | errors |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -137,6 +138,8 @@ def main() -> int:
                     f"{r['errors']} |",
                     flush=True,
                 )
+        print()
+        print(cpu_check())
     return 0
 
 

@@ -40,7 +40,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import percentile, postgres_url, production_server  # noqa: E402
+from bench.common import cpu_check, percentile, postgres_url, production_server  # noqa: E402
 
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 # The text of the peer's own side-by-side script (../shared/peer/side_by_side.py).
@@ -336,8 +336,11 @@ def main() -> int:
             f"memoryapp: gunicorn {args.workers} workers x {args.threads} threads, PostgreSQL, "
             f"{where}; peer: {args.peer}; {os.cpu_count()} cores"
         )
+        print(cpu_check())
         print()
         asyncio.run(compare(args, base_url, key))
+        print()
+        print(cpu_check())
     return 0
 
 
