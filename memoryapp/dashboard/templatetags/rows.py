@@ -21,12 +21,11 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import template_localtime
 
+from memoryapp.core.models import Finding
+from memoryapp.dashboard.models import RANK, Membership
 from memoryapp.dashboard.templatetags.links import item_url, session_url
 
 register = template.Library()
-
-# Who may edit an item (the partial's `role == "editor" or role == "staff"`).
-EDITING_ROLES = ("editor", "staff")
 
 
 def _text(value) -> str:
@@ -73,7 +72,7 @@ def _provenance(item, agent_name: str) -> str:
         said = "".join(parts)
     elif item.added_by:
         said = f'added by <span class="actor">{_text(item.added_by)}</span>'
-    elif item.source == "manual":
+    elif item.source == Finding.Source.MANUAL:
         said = "added by hand"
     else:
         said = ""
@@ -96,7 +95,9 @@ def finding_row(context, item) -> SafeString:
     edit_url = _text(item_url("dashboard:item_edit", agent_name, "finding", pk))
     history_url = _text(item_url("dashboard:item_history", agent_name, "finding", pk))
     swap = f'hx-target="#{element}" hx-swap="outerHTML"'
-    if context.get("role") in EDITING_ROLES and item.is_editable:
+    # Editors and staff (the partial's `role == "editor" or role == "staff"`).
+    may_edit = RANK.get(context.get("role"), -1) >= RANK[Membership.Role.EDITOR]
+    if may_edit and item.is_editable:
         actions.append(f'<a href="{edit_url}" hx-get="{edit_url}" {swap}>edit</a>')
     actions.append(f'<a href="{history_url}" hx-get="{history_url}" {swap}>history</a>')
     html = "\n".join(
