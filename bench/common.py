@@ -69,25 +69,20 @@ def ensure_database(url: str) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db["NAME"])))
 
 
-# The tables an agent's memory lives in (memoryapp.core's models).
-CORE_TABLES = (
-    "core_agent", "core_apikey", "core_session", "core_turn", "core_message",
-    "core_toolcall", "core_pendingtooloutput", "core_extractionjob", "core_finding",
-    "core_contextitem", "core_subtask", "core_memory", "core_memoryevent",
-    "core_idempotencyrecord",
-)  # fmt: skip
-
-
 def vacuum_analyze() -> None:
-    """VACUUM ANALYZE the memory tables through Django's connection, as autovacuum would
-    have by then in production. This machine's PostgreSQL runs with autovacuum off and
-    every benchmark deletes its rows when it ends: without this, a run measured the dead
-    rows of the runs before it (core_message held 900,000 dead row versions after a day
-    of runs) and planned with statistics from before its own sessions were filled."""
+    """VACUUM ANALYZE the memory tables (every table of memoryapp.core's models) through
+    Django's connection, as autovacuum would have by then in production. This machine's
+    PostgreSQL runs with autovacuum off and every benchmark deletes its rows when it ends:
+    without this, a run measured the dead rows of the runs before it (core_message held
+    900,000 dead row versions after a day of runs) and planned with statistics from before
+    its own sessions were filled."""
+    from django.apps import apps
     from django.db import connection
 
+    models = apps.get_app_config("core").get_models(include_auto_created=True)
+    tables = sorted({model._meta.db_table for model in models})
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE " + ", ".join(CORE_TABLES))
+        cursor.execute("VACUUM ANALYZE " + ", ".join(map(connection.ops.quote_name, tables)))
 
 
 def cpu_check() -> str:
