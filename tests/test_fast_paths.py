@@ -346,6 +346,100 @@ def test_the_worker_rolls_the_default_restores_summary_ahead(
     assert history["summary"]["text"] and history["summary"]["stale"] is False
 
 
+def test_rolling_the_summary_reads_what_the_orm_read(
+    api, agent, django_capture_on_commit_callbacks, in_process_tasks
+):
+    """summaries._said and _calls read a span's messages and its turns' tool calls by fixed
+    statements: exactly what the querysets they replace gave (every column _events uses,
+    JSON details decoded, the turn's numbers, the finding or None), on both databases."""
+    from memoryapp.core import summaries
+    from memoryapp.core.models import ToolCall
+
+    calls = [
+        {"tool": "Grep", "query": {"pattern": "parse_header"}, "output": "src/parser.py:12",
+         "details": {"numFiles": 1, "filenames": ["src/parser.py"]}, "call_id": "a"},
+        {"tool": "Bash", "query": {"command": "pytest -q"}, "output": "1 failed",
+         "success": False},
+        {"tool": "Read", "query": "src/parser.py", "output": "def parse_header(): ...",
+         "file_path": "src/parser.py"},
+    ]  # fmt: skip
+    for n in range(3):
+        body = {
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": f"step {n}: fix the parser ✓"},
+                {"role": "user", "content": "observation: 3 lines", "name": "swe"},
+                {"role": "assistant", "content": f"Done {n}."},
+                {"role": "tool", "content": "ok", "name": "Bash", "tool_call_id": "a"},
+            ],
+            "tool_calls": calls,
+        }
+        with django_capture_on_commit_callbacks(execute=True):
+            api.post("/api/v1/sessions/s/turns", body)
+    session = Session.objects.get(key="s")
+    # One call not extracted yet, one whose finding is gone: the ORM's None as well.
+    first, second = ToolCall.objects.filter(session=session).order_by("id")[:2]
+    ToolCall.objects.filter(pk=first.pk).update(kind="", fact="", fact_success=None, finding=None)
+    second.finding.delete()
+    for low, high in ((1, 15), (3, 9), (6, 6), (16, 99)):
+        said = list(
+            Message.objects.filter(session=session, seq__gte=low, seq__lte=high)
+            .exclude(role=Message.Role.SYSTEM)
+            .order_by("seq")
+            .values_list("seq", "role", "content", "name")
+        )
+        assert [tuple(row) for row in summaries._said(session, low, high)] == said
+        expected = list(
+            ToolCall.objects.filter(session=session, turn__last_seq__gte=low,
+                                    turn__last_seq__lte=high)
+            .select_related("turn", "finding")
+            .order_by("turn__iteration", "id")
+        )  # fmt: skip
+        read = summaries._calls(session, low, high)
+        assert len(read) == len(expected)
+        assert bool(expected) == any(low <= end <= high for end in (5, 10, 15))  # turns' ends
+
+        def shown(call):
+            finding = call.finding
+            return (
+                *(getattr(call, ToolCall._meta.get_field(f).attname)
+                  for f in summaries._CALL_FIELDS),
+                call.turn.iteration, call.turn.last_seq,
+                None if finding is None else (finding.query, finding.file_path, finding.details),
+            )  # fmt: skip
+
+        with CaptureQueriesContext(connection) as queries:
+            got = [shown(call) for call in read]
+        assert len(queries) == 0  # the turn and the finding came with the call
+        assert got == [shown(call) for call in expected]
+    kinds = {c.tool: (c.kind, c.finding_id) for c in summaries._calls(session, 1, 5)}
+    assert kinds["Grep"] == ("", None) and kinds["Bash"][1] is None and kinds["Read"][1]
+
+
+def test_a_roll_reads_the_task_only_for_a_summary_without_one(api, agent):
+    """The rolled state keeps the task it was first given, so a roll from a state that
+    has one does not look for it again (one query fewer on every later roll); the
+    summary still names the first task, not a later goal."""
+    agent.max_messages = 4
+    agent.save()
+    for n in range(4):
+        api.post("/api/v1/sessions/s/turns", {"messages": [
+            {"role": "user", "content": f"step {n}: make the parser accept tabs"},
+            {"role": "assistant", "content": f"Step {n} done."}]})  # fmt: skip
+    assert "make the parser accept tabs" in api.get("/api/v1/sessions/s/history").json()[
+        "summary"]["text"]  # fmt: skip
+    api.put("/api/v1/sessions/s", {"goal": "A later goal"})
+    api.post("/api/v1/sessions/s/turns", {"messages": [
+        {"role": "user", "content": "step 4"},
+        {"role": "assistant", "content": "Done."}]})  # fmt: skip
+    with CaptureQueriesContext(connection) as queries:
+        summary = api.get("/api/v1/sessions/s/history").json()["summary"]
+    assert summary["covers_through_seq"] == 6
+    assert "Task: step 0: make the parser accept tabs" in summary["text"]
+    assert "A later goal" not in summary["text"]
+    assert not [q for q in queries.captured_queries if "'user'" in q["sql"] and "LIMIT" in q["sql"]]
+
+
 def test_a_key_is_found_as_the_orm_finds_it(agent):
     """api/auth._find_key reads a key and its agent with one hand-written query: every
     field as the ORM gives it (times as aware datetimes on SQLite too); revoked: none."""

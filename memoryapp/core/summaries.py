@@ -15,9 +15,11 @@ import logging
 
 import httpx
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
-from memoryapp.core.models import Message, Session, ToolCall
+from memoryapp.core import rows
+from memoryapp.core.models import Finding, Message, Session, ToolCall, Turn
 from memoryapp.core.shapes import Summary
 from memoryapp.lib import summarize
 from memoryapp.lib.extraction import ToolCallData, extract
@@ -84,22 +86,67 @@ def _model_summary(previous: list[str], task: str, events: list) -> list[str]:
     return lines[: summarize.MAX_LINES]
 
 
+# What _events reads of a tool call, its turn and its finding (see _calls).
+_CALL_FIELDS = (
+    "id", "turn", "tool", "query", "success", "output_excerpt", "file_path", "details",
+    "kind", "fact", "fact_success", "finding",
+)  # fmt: skip
+
+
+def _said(session: Session, first: int, last: int) -> list[tuple[int, str, str, str]]:
+    """(seq, role, content, name) of messages `first`..`last` that are not system
+    messages, in order, by a fixed statement: what
+    `Message.objects.filter(session=session, seq__gte=first, seq__lte=last)
+    .exclude(role="system").order_by("seq").values_list("seq", "role", "content", "name")`
+    gives (plain columns: nothing to convert)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.seq, m.role, m.content, m.name FROM {Message._meta.db_table} m "
+            "WHERE m.session_id = %s AND m.seq >= %s AND m.seq <= %s AND m.role <> %s "
+            "ORDER BY m.seq",
+            [session.pk, first, last, Message.Role.SYSTEM],
+        )
+        return cursor.fetchall()
+
+
+def _calls(session: Session, first: int, last: int) -> list[ToolCall]:
+    """The tool calls of the turns that end in `first`..`last`, in order, by a fixed
+    statement: what `ToolCall.objects.filter(session=session, turn__last_seq__gte=first,
+    turn__last_seq__lte=last).select_related("turn", "finding").order_by("turn__iteration",
+    "id")` gives of the columns _events reads (`_CALL_FIELDS`; of the turn its iteration
+    and last seq, of the finding what it shows). A roll runs after every turn that grows
+    a session past its limits: compiling those querysets was most of its time."""
+    cols = rows.columns(ToolCall, "c", _CALL_FIELDS)
+    turn_cols = rows.columns(Turn, "t", ("id", "iteration", "last_seq"))
+    finding_cols = rows.columns(Finding, "f", ("id", "query", "file_path", "details"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {cols.sql}, {turn_cols.sql}, {finding_cols.sql} "
+            f"FROM {ToolCall._meta.db_table} c "
+            f"JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
+            f"LEFT JOIN {Finding._meta.db_table} f ON f.id = c.finding_id "
+            "WHERE c.session_id = %s AND t.last_seq >= %s AND t.last_seq <= %s "
+            "ORDER BY t.iteration, c.id",
+            [session.pk, first, last],
+        )
+        found = cursor.fetchall()
+    calls = cols.instances(found)
+    at = len(cols)
+    turns = turn_cols.instances(found, at)
+    findings = finding_cols.instances(found, at + len(turn_cols))
+    for call, turn, finding in zip(calls, turns, findings, strict=True):
+        call.turn = turn
+        # As select_related leaves it: None when the call has no finding.
+        ToolCall.finding.field.set_cached_value(call, finding if finding.pk is not None else None)
+        call.session = session
+    return calls
+
+
 def _events(session: Session, first: int, last: int) -> list:
     """What happened in messages `first`..`last`, in order: what was said, and each tool
     call with its own extracted fact (computed now when extraction has not run yet)."""
-    messages = list(
-        Message.objects.filter(session=session, seq__gte=first, seq__lte=last)
-        .exclude(role=Message.Role.SYSTEM)
-        .order_by("seq")
-        .values_list("seq", "role", "content", "name")
-    )
-    calls = list(
-        ToolCall.objects.filter(
-            session=session, turn__last_seq__gte=first, turn__last_seq__lte=last
-        )
-        .select_related("turn", "finding")
-        .order_by("turn__iteration", "id")
-    )
+    messages = _said(session, first, last)
+    calls = _calls(session, first, last)
     # A named user message is a tool's output relayed as one (SWE-agent's observations,
     # aider's command output, a demonstration), not what the person said.
     events: list = [
@@ -164,6 +211,28 @@ def _rewound(session: Session, pruned_through: int) -> tuple[dict | None, list[d
     return base, kept, base["through_seq"] if base else 0
 
 
+def _store(session: Session, stored: int, text: str, state: dict | None, end: int) -> None:
+    """The rolled summary written to the session row, by a fixed statement (what
+    `Session.objects.filter(pk=…, summary_through_seq=stored).update(…)` writes; the
+    values adapted by their fields as the ORM adapts them). Conditional: of two
+    concurrent rolls (a restore and the worker's), the first to finish stores its own."""
+    field = Session._meta.get_field
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Session._meta.db_table} SET summary = %s, summary_state = %s, "
+            "summary_through_seq = %s, summary_updated_at = %s, summary_error = '' "
+            "WHERE id = %s AND summary_through_seq = %s",
+            [
+                text,
+                field("summary_state").get_db_prep_save(state, connection),
+                end,
+                field("summary_updated_at").get_db_prep_save(timezone.now(), connection),
+                session.pk,
+                stored,
+            ],
+        )
+
+
 def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
     forward over what was pruned since the last time. None when nothing was pruned.
@@ -181,7 +250,10 @@ def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
         end = min(pruned_through, start + MAX_MESSAGES_PER_CALL - 1)
         try:
             events = _events(session, start, end) if start <= end else []
-            task = _task(session)
+            # The rolled state keeps the task it was first given: read it only for a state
+            # without one (or for the model, which is told it each time).
+            has_task = isinstance(base, dict) and "edited" in base and base.get("task")
+            task = "" if has_task and not settings.MEMORYAPP_SUMMARIZER_URL else _task(session)
             if settings.MEMORYAPP_SUMMARIZER_URL:
                 previous = (
                     session.summary.splitlines() if session.summary and covered == stored else []
@@ -206,14 +278,7 @@ def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
                 "error": error,
             }
         text = "\n".join(lines)
-        # Conditional: of two concurrent restores, the first to finish stores its summary.
-        Session.objects.filter(pk=session.pk, summary_through_seq=stored).update(
-            summary=text,
-            summary_state=state,
-            summary_through_seq=end,
-            summary_updated_at=timezone.now(),
-            summary_error="",
-        )
+        _store(session, stored, text, state, end)
         session.summary, session.summary_through_seq = text, end
         session.summary_state = state
     return {
