@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -94,6 +95,42 @@ def cpu_check() -> str:
     for i in range(10_000_000):
         total += i
     return f"CPU check: 10,000,000 additions in {time.perf_counter() - started:.2f} s"
+
+
+# memoryapp's own processes in a benchmark: the server and its extraction worker (matched
+# against each process's command line).
+MEMORYAPP_PATTERNS = ("memoryapp.wsgi", "celery -A memoryapp")
+
+
+def cpu_seconds(patterns: tuple[str, ...]) -> float:
+    """CPU seconds used so far by the processes whose command line holds a pattern (Linux's
+    /proc; 0 elsewhere)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if not any(p in command for p in patterns):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+async def settle(patterns: tuple[str, ...] = MEMORYAPP_PATTERNS, limit: float = 60.0) -> float:
+    """Wait until the processes matching `patterns` have finished the work an earlier step
+    left them (memoryapp's worker extracts every turn after it is answered): until they
+    use under a tenth of a core over a second, at most `limit` seconds. Answers the
+    seconds waited."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit:
+        before = cpu_seconds(patterns)
+        await asyncio.sleep(1.0)
+        if cpu_seconds(patterns) - before < 0.1:
+            break
+    return time.monotonic() - began
 
 
 def free_port() -> int:

@@ -4,7 +4,8 @@ Starts gunicorn (not the dev server) on PostgreSQL, creates an agent, and for se
 of 20 and of 2,000 stored messages runs 1, 8 and 32 concurrent clients, each appending
 turns of 2 messages (user + assistant, real text) to its own session for a fixed time.
 Prints turns/s, messages/s and p50/p99 latency per scenario as a markdown table, after
-an untimed 3-second warm-up of 32 clients.
+an untimed 3-second warm-up of 32 clients. Each scenario is timed once its sessions are
+filled and the server and worker are idle (bench.common.settle).
 With REDIS_URL set (production), each turn's extraction job goes to Redis and one Celery
 worker process runs it beside the server, as in production.
 
@@ -31,7 +32,13 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import cpu_check, percentile, postgres_url, production_server  # noqa: E402
+from bench.common import (  # noqa: E402
+    cpu_check,
+    percentile,
+    postgres_url,
+    production_server,
+    settle,
+)
 
 USER_TEXT = (
     "We're currently solving the following issue within our repository. The test "
@@ -66,6 +73,10 @@ async def scenario(base_url: str, api_key: str, clients: int, size: int, seconds
         run = secrets.token_hex(4)
         keys = [f"bench-{size}-{clients}-{run}-{i}" for i in range(clients)]
         await asyncio.gather(*(prefill(client, key, size) for key in keys))
+        # The worker extracts the prefill's turns, and the scenario before left it a
+        # backlog (8 and 32 clients append faster than one worker extracts): each
+        # scenario starts with it idle, so that it measures itself.
+        await settle()
         latencies: list[float] = []
         errors = 0
         deadline = time.perf_counter() + seconds

@@ -8,7 +8,8 @@ by default) on PostgreSQL, one Celery worker on Redis doing the extraction of ev
    two-message turn (the peer through its own client's `append_messages_to_working_memory`,
    memoryapp with `POST /turns`) and restore the whole history (the peer's
    `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
-   interleaved A B A B so that drift hits both, after 5 untimed rounds. memoryapp's
+   interleaved A B A B so that drift hits both, after 5 untimed rounds and once both
+   sides are idle (neither still working off the fill). memoryapp's
    default pruned restore (the agent's 100 messages) is timed too. Prints p50 per
    operation and the ratio.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
@@ -40,7 +41,14 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import cpu_check, percentile, postgres_url, production_server  # noqa: E402
+from bench.common import (  # noqa: E402
+    MEMORYAPP_PATTERNS,
+    cpu_check,
+    percentile,
+    postgres_url,
+    production_server,
+)
+from bench.common import settle as common_settle  # noqa: E402
 
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 # The text of the peer's own side-by-side script (../shared/peer/side_by_side.py).
@@ -174,6 +182,9 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             await sides.restore_peer(sp)
             await sides.restore_mem(sm)
             await sides.restore_mem(sm, {})
+        # Timed from idle: neither side still working off the fill (memoryapp's worker
+        # extracts the fill's turns of 200 messages and rolls their summary).
+        await settle()
         for _ in range(reps):
             seconds, _ = await timed(sides.append_peer(sp, turn))
             times["peer append"].append(seconds)
@@ -192,38 +203,14 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
 
 # Whose background work could still run after a side's load: the peer's server and its
 # own store, memoryapp's server and worker (matched against each process's command line).
-BUSY_PATTERNS = ("agent_memory_server", str(PEER_DIR), "memoryapp.wsgi", "celery -A memoryapp")
-
-
-def _cpu_seconds(patterns: tuple[str, ...]) -> float:
-    """CPU seconds used so far by the processes whose command line holds a pattern (Linux's
-    /proc; 0 elsewhere)."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not any(p in command for p in patterns):
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
+BUSY_PATTERNS = ("agent_memory_server", str(PEER_DIR), *MEMORYAPP_PATTERNS)
 
 
 async def settle(limit: float = 60.0) -> float:
     """Wait until neither side is still working off an earlier run (the peer indexes
-    what it was sent after answering; memoryapp's worker extracts): until both use under
-    a tenth of a core over a second, at most `limit` seconds. Answers the seconds waited,
-    so that one side's leftover work does not land in the other's measurement."""
-    began = time.monotonic()
-    while time.monotonic() - began < limit:
-        before = _cpu_seconds(BUSY_PATTERNS)
-        await asyncio.sleep(1.0)
-        if _cpu_seconds(BUSY_PATTERNS) - before < 0.1:
-            break
-    return time.monotonic() - began
+    what it was sent after answering; memoryapp's worker extracts), so that one side's
+    leftover work does not land in the other's measurement (bench.common.settle)."""
+    return await common_settle(BUSY_PATTERNS, limit)
 
 
 async def load(sides: Sides, side: str, clients: int, size: int, seconds: float, run: str):
