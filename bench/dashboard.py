@@ -67,7 +67,7 @@ def main() -> int:
         ToolCallInput,
         TurnInput,
         append_turn,
-        summarize_default_history,
+        roll_summary_ahead,
     )
     from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session
     from memoryapp.dashboard.models import Membership
@@ -111,7 +111,7 @@ def main() -> int:
             # of the page would each roll it 5,000 messages further. Bring it current.
             while True:
                 through = session.summary_through_seq
-                summarize_default_history(session)
+                roll_summary_ahead(session)
                 session.refresh_from_db()
                 if session.summary_through_seq == through:
                     break

@@ -440,6 +440,80 @@ def test_a_roll_reads_the_task_only_for_a_summary_without_one(api, agent):
     assert not [q for q in queries.captured_queries if "'user'" in q["sql"] and "LIMIT" in q["sql"]]
 
 
+@pytest.mark.parametrize("reads", ["context", "history"])
+def test_the_worker_rolls_ahead_for_the_restore_the_agent_reads(
+    api, agent, settings, monkeypatch, reads
+):
+    """/context's conversation also gets what the other sections leave, so when the
+    token budget binds it prunes less than the default restore. The worker rolls the
+    summary ahead for the limits of the restore that rolled it last: an agent reading
+    /context (or /history) after each turn finds it current and writes nothing, where it
+    used to roll it back from a checkpoint and store it on every call. The summary never
+    covers a message the answer keeps."""
+    from memoryapp.core import workers
+
+    agent.token_budget = 2000  # conversation 1,250 tokens: about a dozen of these messages
+    agent.save()
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: True)
+    words = "the parser splits the header on dots and the lexer keeps each token " * 5
+    path = "/api/v1/sessions/s/context" if reads == "context" else "/api/v1/sessions/s/history"
+
+    def turn_then_worker(n):
+        api.post("/api/v1/sessions/s/turns", {"messages": [
+            {"role": "user", "content": f"step {n}: {words}"},
+            {"role": "assistant", "content": f"done {n}: {words}"}]})  # fmt: skip
+        job = ExtractionJob.objects.filter(session__key="s").order_by("-id").first()
+        assert workers.run_extraction(job.pk) == "done"
+
+    for n in range(16):
+        turn_then_worker(n)
+    assert api.get(path).json()["summary"]  # the first read that prunes rolls it for its limits
+    for n in range(16, 20):
+        turn_then_worker(n)
+        with CaptureQueriesContext(connection) as queries:
+            answer = api.get(path).json()
+        writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+        kept = answer["conversation"] if reads == "context" else answer["messages"]
+        first_kept = min(m["seq"] for m in kept if m["role"] != "system")
+        assert answer["summary"]["covers_through_seq"] == first_kept - 1
+        assert writes == []
+    session = Session.objects.get(key="s")
+    defaults = (agent.max_messages, agent.default_conversation_budget())
+    limits = (session.summary_max_messages, session.summary_max_tokens)
+    history = api.get("/api/v1/sessions/s/history").json()
+    if reads == "context":  # it pruned less than the default restore would
+        assert limits[0] == agent.max_messages and limits[1] > defaults[1]
+        assert answer["summary"]["covers_through_seq"] < history["summary"]["covers_through_seq"]
+        # The default restore, read now, rolled it further and recorded its own limits.
+        session.refresh_from_db()
+        assert (session.summary_max_messages, session.summary_max_tokens) == defaults
+    else:  # none recorded (the worker's was always current) means the defaults
+        assert limits in ((None, None), defaults)
+
+
+def test_a_person_looking_does_not_change_what_the_worker_rolls_ahead(api, agent):
+    """The dashboard assembles the same context to show it (record_access=False): it may
+    roll the summary, but the limits the worker rolls ahead for stay the agent's."""
+    from memoryapp.core.context import assemble_context
+
+    agent.token_budget = 2000
+    agent.save()
+    words = "the parser splits the header on dots and the lexer keeps each token " * 5
+    for n in range(14):
+        api.post("/api/v1/sessions/s/turns", {"messages": [
+            {"role": "user", "content": f"step {n}: {words}"},
+            {"role": "assistant", "content": f"done {n}: {words}"}]})  # fmt: skip
+    api.get("/api/v1/sessions/s/history")
+    session = Session.objects.select_related("agent").get(key="s")
+    recorded = (session.summary_max_messages, session.summary_max_tokens)
+    assert recorded == (agent.max_messages, agent.default_conversation_budget())
+    looked = assemble_context(session, record_access=False)
+    session.refresh_from_db()
+    assert looked["summary"]["covers_through_seq"] == session.summary_through_seq  # it rolled
+    assert (session.summary_max_messages, session.summary_max_tokens) == recorded
+
+
 def test_a_key_is_found_as_the_orm_finds_it(agent):
     """api/auth._find_key reads a key and its agent with one hand-written query: every
     field as the ORM gives it (times as aware datetimes on SQLite too); revoked: none."""
@@ -734,18 +808,18 @@ def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_b
 def test_rolling_ahead_reads_nothing_for_a_session_that_fits(api, agent):
     """The worker's roll-ahead costs a session whose whole history fits no query at all
     (most sessions, most of the time); one over its max_messages it restores."""
-    from memoryapp.core.conversation import summarize_default_history
+    from memoryapp.core.conversation import roll_summary_ahead
 
     api.post("/api/v1/sessions/small/turns", BODY)
     session = Session.objects.select_related("agent").get(key="small")
     with CaptureQueriesContext(connection) as queries:
-        summarize_default_history(session)
+        roll_summary_ahead(session)
     assert len(queries) == 0
     agent.max_messages = 2
     agent.save()
     session = Session.objects.select_related("agent").get(key="small")
     with CaptureQueriesContext(connection) as queries:
-        summarize_default_history(session)
+        roll_summary_ahead(session)
     assert len(queries) > 0 and Session.objects.get(key="small").summary_through_seq > 0
 
 

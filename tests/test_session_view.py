@@ -236,7 +236,8 @@ def test_live_poll_queries_stay_constant_when_many_things_change(agent, viewer):
             assert _live(viewer, **state).status_code == 200
         return len(captured)
 
-    assert queries(5, 2) == queries(10, 7)
+    queries(3, 2)  # the first roll of the session's summary also looks up its task
+    assert queries(5, 5) == queries(10, 10)
 
 
 def test_an_edit_on_the_page_refreshes_what_depends_on_it(agent, viewer):

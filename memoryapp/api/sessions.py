@@ -229,7 +229,11 @@ def get_history(
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
     answer = restore_history(session, max_messages=limit_messages, max_tokens=limit_tokens)
     summary = (
-        summarize_pruned(session, pruned_through(session, answer["messages"]))
+        summarize_pruned(
+            session,
+            pruned_through(session, answer["messages"]),
+            (limit_messages, limit_tokens),
+        )
         if answer["pruned_count"]
         else None
     )

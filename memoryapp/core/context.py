@@ -367,7 +367,13 @@ def assemble_context(
 
     # System: session state and the summary of what the conversation pruned.
     summary = (
-        summarize_pruned(session, pruned_through(session, conversation))
+        summarize_pruned(
+            session,
+            pruned_through(session, conversation),
+            # The agent's own call: its worker rolls ahead for these limits from now on
+            # (a person looking does not change what the agent's worker prepares).
+            (agent.max_messages, effective.conversation) if record_access else None,
+        )
         if history["pruned_count"]
         else None
     )

@@ -500,21 +500,26 @@ def pruned_through(session: Session, kept: list[HistoryMessage]) -> int:
     return others[0] - 1 if others else session.message_count
 
 
-def summarize_default_history(session: Session) -> None:
-    """Roll forward the summary the session's default restore answers (the agent's
-    max_messages and conversation budget), so that restore finds it current. The
-    extraction worker calls it after each turn: the agent's restore then does not wait
-    for the roll (a restore that finds it behind still rolls it itself)."""
+def roll_summary_ahead(session: Session) -> None:
+    """Roll forward the summary the agent's next restore will want: pruned by the limits
+    of the restore that rolled it last (Session.summary_max_messages/_tokens: its /context
+    when that is what the agent reads, else the default restore, the agent's max_messages
+    and conversation budget), so that restore finds it current. The extraction worker
+    calls it after each turn: the agent's restore then does not wait for the roll (a
+    restore that finds it behind still rolls it itself)."""
     from memoryapp.core.summaries import summarize_pruned
 
     agent = session.agent
-    budget = agent.default_conversation_budget()
+    max_messages = session.summary_max_messages
+    max_tokens = session.summary_max_tokens
+    if max_messages is None or max_tokens is None:
+        max_messages, max_tokens = agent.max_messages, agent.default_conversation_budget()
     if (
-        session.message_count <= agent.max_messages
-        and session.token_count + tokens.REPLY_PRIMING_TOKENS <= budget
+        session.message_count <= max_messages
+        and session.token_count + tokens.REPLY_PRIMING_TOKENS <= max_tokens
     ):
         return  # it all fits: nothing pruned to summarize (a restore reads nothing more)
-    history = restore_history(session, max_messages=agent.max_messages, max_tokens=budget)
+    history = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
     if history["pruned_count"]:
         summarize_pruned(session, pruned_through(session, history["messages"]))
 

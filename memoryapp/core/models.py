@@ -168,6 +168,13 @@ class Session(models.Model):
     summary_error = models.TextField(blank=True)
     # The structured state the extractive summary is rolled forward from (lib/summarize).
     summary_state = models.JSONField(null=True, blank=True)
+    # The limits of the restore that rolled the summary last (its max_messages and the
+    # tokens its conversation had; null: the agent's defaults). The worker rolls it ahead
+    # for the same ones after each turn: an agent that reads /context, whose conversation
+    # also gets what the other sections leave and so prunes less than the default restore,
+    # finds it current instead of rolling it back (and storing it) on every call.
+    summary_max_messages = models.PositiveIntegerField(null=True, blank=True)
+    summary_max_tokens = models.PositiveIntegerField(null=True, blank=True)
     # What extraction has seen so far, tallied for the inferred working context
     # (memoryapp.lib.extraction.context): bounded, updated under this row's lock.
     evidence = models.JSONField(null=True, blank=True)
@@ -239,6 +246,7 @@ class Session(models.Model):
         self.summary_through_seq = 0
         self.summary_error = ""
         self.summary_state = None
+        self.summary_max_messages = self.summary_max_tokens = None
         self.message_count = 0
         self.token_count = 0
         self.input_tokens = 0
@@ -252,6 +260,8 @@ class Session(models.Model):
                 "summary_through_seq",
                 "summary_error",
                 "summary_state",
+                "summary_max_messages",
+                "summary_max_tokens",
             ]
         )
 

@@ -211,31 +211,48 @@ def _rewound(session: Session, pruned_through: int) -> tuple[dict | None, list[d
     return base, kept, base["through_seq"] if base else 0
 
 
-def _store(session: Session, stored: int, text: str, state: dict | None, end: int) -> None:
+def _store(
+    session: Session,
+    stored: int,
+    text: str,
+    state: dict | None,
+    end: int,
+    limits: tuple[int, int] | None,
+) -> None:
     """The rolled summary written to the session row, by a fixed statement (what
     `Session.objects.filter(pk=…, summary_through_seq=stored).update(…)` writes; the
-    values adapted by their fields as the ORM adapts them). Conditional: of two
-    concurrent rolls (a restore and the worker's), the first to finish stores its own."""
+    values adapted by their fields as the ORM adapts them), with `limits`, when given, as
+    the ones the worker rolls ahead for. Conditional: of two concurrent rolls (a restore
+    and the worker's), the first to finish stores its own."""
     field = Session._meta.get_field
+    recorded = ", summary_max_messages = %s, summary_max_tokens = %s" if limits else ""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Session._meta.db_table} SET summary = %s, summary_state = %s, "
-            "summary_through_seq = %s, summary_updated_at = %s, summary_error = '' "
+            f"summary_through_seq = %s, summary_updated_at = %s, summary_error = ''{recorded} "
             "WHERE id = %s AND summary_through_seq = %s",
             [
                 text,
                 field("summary_state").get_db_prep_save(state, connection),
                 end,
                 field("summary_updated_at").get_db_prep_save(timezone.now(), connection),
+                *(limits or ()),
                 session.pk,
                 stored,
             ],
         )
+    if limits:
+        session.summary_max_messages, session.summary_max_tokens = limits
 
 
-def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
+def summarize_pruned(
+    session: Session, pruned_through: int, limits: tuple[int, int] | None = None
+) -> Summary | None:
     """The summary of messages up to `pruned_through` (the last pruned seq), rolled
     forward over what was pruned since the last time. None when nothing was pruned.
+    `limits`: the (max_messages, max_tokens) of the restore that pruned there; stored with
+    a summary this call rolls, the worker then rolls ahead for them (see
+    conversation.roll_summary_ahead).
     At most `MAX_MESSAGES_PER_CALL` messages are read in one call, oldest first; the span
     beyond is named in the summary as not summarised yet, and the next calls go on from
     where this one stopped (`covers_through_seq` says how far it got). A summary never
@@ -278,7 +295,7 @@ def summarize_pruned(session: Session, pruned_through: int) -> Summary | None:
                 "error": error,
             }
         text = "\n".join(lines)
-        _store(session, stored, text, state, end)
+        _store(session, stored, text, state, end, limits)
         session.summary, session.summary_through_seq = text, end
         session.summary_state = state
     return {

@@ -341,14 +341,14 @@ def run_extraction(job_id: int) -> str:
 
 
 def _summarize_ahead(session: Session) -> None:
-    """After a turn's extraction, in the worker: the summary of the session's default
-    restore rolled forward (conversation.summarize_default_history), from the session row
+    """After a turn's extraction, in the worker: the summary the agent's next restore
+    wants rolled forward (conversation.roll_summary_ahead), from the session row
     the job read under its lock. Never fails the job: a restore rolls it itself when it
     is behind."""
-    from memoryapp.core.conversation import summarize_default_history
+    from memoryapp.core.conversation import roll_summary_ahead
 
     try:
-        summarize_default_history(session)
+        roll_summary_ahead(session)
     except Exception as exc:
         logger.warning("summary of session %s not rolled ahead: %s", session.pk, exc)
 
