@@ -1027,3 +1027,26 @@ def test_a_null_column_needs_no_converter():
                 checked += 1
             assert value is None, f"{model.__name__}.{field.name}"
     assert checked  # JSON fields have converters on both databases, times on SQLite
+
+
+@pytest.mark.parametrize(
+    ("max_messages", "max_tokens"),
+    [(100, 100_000), (6, 100_000), (100, 120), (7, 90), (2, 100_000), (0, 100_000), (100, 5)],
+)
+def test_the_pruned_point_is_the_restores(api, agent, max_messages, max_tokens):
+    """conversation.pruned_point (the worker's roll-ahead) reads only each message's seq,
+    role and tokens: it must prune exactly where restore_history does, whatever binds
+    (count, tokens, system messages alone over the limit, a tool result at the edge)."""
+    from memoryapp.core.conversation import pruned_point, pruned_through, restore_history
+
+    api.post("/api/v1/sessions/s/turns", BODY)  # system, user, assistant call, tool result
+    for n in range(4):
+        api.post("/api/v1/sessions/s/turns", {"messages": [
+            {"role": "user", "content": f"step {n}: " + "run the tests " * (n + 1)},
+            {"role": "assistant", "content": "", "tool_calls": BODY["messages"][2]["tool_calls"]},
+            {"role": "tool", "content": "12 passed " * (4 - n), "tool_call_id": "c1",
+             "name": "grep"}]})  # fmt: skip
+    session = Session.objects.get(key="s")
+    history = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
+    expected = (history["pruned_count"], pruned_through(session, history["messages"]))
+    assert pruned_point(session, max_messages=max_messages, max_tokens=max_tokens) == expected

@@ -35,7 +35,7 @@ from memoryapp.core.models import (
 from memoryapp.core.shapes import History, HistoryMessage, SessionSummary, TurnStored
 from memoryapp.core.workers import dispatch_after_answer
 from memoryapp.lib import tokens
-from memoryapp.lib.pruning import MessageCost, choose_run
+from memoryapp.lib.pruning import MessageCost, Run, choose_run
 
 
 class IdempotencyConflict(Exception):
@@ -415,11 +415,14 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
-def _message_rows(where: str, params: list, order: str = "seq") -> list[dict[str, Any]]:
-    """The session's messages (MESSAGE_FIELDS values, as `.values()` gives them) that
-    `where` selects, by a fixed statement (memoryapp.core.rows): every restore reads
-    this way, and compiling a queryset per page cost more than reading the page."""
-    columns = rows.columns(Message, "m", MESSAGE_FIELDS)
+def _message_rows(
+    where: str, params: list, order: str = "seq", fields: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The session's messages (`fields` values, MESSAGE_FIELDS by default, as `.values()`
+    gives them) that `where` selects, by a fixed statement (memoryapp.core.rows): every
+    restore reads this way, and compiling a queryset per page cost more than reading the
+    page."""
+    columns = rows.columns(Message, "m", fields or MESSAGE_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns.sql} FROM {Message._meta.db_table} m "
@@ -429,7 +432,9 @@ def _message_rows(where: str, params: list, order: str = "seq") -> list[dict[str
         return columns.dicts(cursor.fetchall())
 
 
-def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]]):
+def _newest_first(
+    session: Session, limit: int, read: dict[int, dict[str, Any]], fields: tuple[str, ...] = ()
+):
     """Yield the newest non-system messages' costs, newest first, reading at most
     `limit` of them. Each message read is kept in `read` by seq (its columns for
     message_dict): the kept run is never read twice.
@@ -446,6 +451,7 @@ def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]])
             "m.seq >= %s AND m.role <> %s",
             [session.pk, high, low, "system"],
             "m.seq DESC",
+            fields,
         )
         for row in page:
             read[row["seq"]] = row
@@ -454,14 +460,21 @@ def _newest_first(session: Session, limit: int, read: dict[int, dict[str, Any]])
         high = low - 1
 
 
-def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
-    """The conversation pruned for the context window (see memoryapp.lib.pruning).
-    Values, not model instances: a whole history is thousands of rows. A session with no
-    more messages than the limit reads them all at once; a longer one reads its system
-    messages, then the newest others page by page until the run is chosen."""
+# What choosing the kept run reads of a message (restore_history reads MESSAGE_FIELDS).
+_COST_FIELDS = ("seq", "role", "token_count")
+
+
+def _choose(
+    session: Session, max_messages: int, max_tokens: int, fields: tuple[str, ...] = ()
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], Run]:
+    """The pruning rule over the stored session (memoryapp.lib.pruning): its system
+    messages, every message read by seq, and the kept run. A session with no more
+    messages than the limit is read all at once; a longer one reads its system messages,
+    then the newest others page by page until the run is chosen. `fields`: the columns
+    read of each message (MESSAGE_FIELDS by default)."""
     read: dict[int, dict[str, Any]] = {}
     if session.message_count <= max_messages + 1:
-        everything = _message_rows("1 = 1", [session.pk, session.message_count])
+        everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", fields)
         system = [m for m in everything if m["role"] == Message.Role.SYSTEM]
         for m in everything:
             read[m["seq"]] = m
@@ -471,17 +484,26 @@ def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> 
             if m["role"] != Message.Role.SYSTEM
         )
     else:
-        system = _message_rows("m.role = %s", [session.pk, session.message_count, "system"])
+        system = _message_rows(
+            "m.role = %s", [session.pk, session.message_count, "system"], "seq", fields
+        )
         limit = max(0, max_messages - len(system)) + 1
-        newest_first = _newest_first(session, limit, read)
-    system_tokens = sum(m["token_count"] for m in system)
+        newest_first = _newest_first(session, limit, read, fields)
     run = choose_run(
         newest_first,
         system_count=len(system),
-        system_tokens=system_tokens,
+        system_tokens=sum(m["token_count"] for m in system),
         max_messages=max_messages,
         max_tokens=max_tokens,
     )
+    return system, read, run
+
+
+def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
+    """The conversation pruned for the context window (see memoryapp.lib.pruning).
+    Values, not model instances: a whole history is thousands of rows."""
+    system, read, run = _choose(session, max_messages, max_tokens)
+    system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
     kept_count = len(system) + len(run.seqs)
@@ -491,6 +513,15 @@ def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> 
         "pruned_count": session.message_count - kept_count,
         "pruned_tokens": session.token_count - kept_tokens,
     }
+
+
+def pruned_point(session: Session, *, max_messages: int, max_tokens: int) -> tuple[int, int]:
+    """(pruned_count, pruned_through) of `restore_history` with these limits, reading only
+    what choosing the run needs of each message (no contents): what the worker's
+    roll-ahead asks after every turn of a session past its limits."""
+    system, _, run = _choose(session, max_messages, max_tokens, _COST_FIELDS)
+    pruned_count = session.message_count - len(system) - len(run.seqs)
+    return pruned_count, (run.seqs[0] - 1) if run.seqs else session.message_count
 
 
 def pruned_through(session: Session, kept: list[HistoryMessage]) -> int:
@@ -519,9 +550,9 @@ def roll_summary_ahead(session: Session) -> None:
         and session.token_count + tokens.REPLY_PRIMING_TOKENS <= max_tokens
     ):
         return  # it all fits: nothing pruned to summarize (a restore reads nothing more)
-    history = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
-    if history["pruned_count"]:
-        summarize_pruned(session, pruned_through(session, history["messages"]))
+    pruned, through = pruned_point(session, max_messages=max_messages, max_tokens=max_tokens)
+    if pruned:
+        summarize_pruned(session, through)
 
 
 # What message_dict reads of a message (a model instance, or these columns' values).
