@@ -11,10 +11,9 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from django.core.wsgi import get_wsgi_application
 
-from agents.client import MemoryClient
 from agents.mcp_server import build_server
+from memoryapp.api import inprocess
 from memoryapp.core.models import ContextItem, Finding, Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the tools run in worker threads
@@ -26,9 +25,9 @@ def _text(result) -> str:
 
 
 def _tools(api_key: str, session: str | None = "run-1"):
-    client = MemoryClient(
-        "http://localhost", api_key, transport=httpx.WSGITransport(app=get_wsgi_application())
-    )
+    # As the MCP endpoint builds it: the API in process, its worker threads' connections
+    # closed after each call.
+    client = inprocess.client(api_key, url="http://localhost", close_connections=True)
     return client, build_server(client, session)
 
 
@@ -239,3 +238,39 @@ def test_streamable_http_under_production_settings(settings, api, api_key):
     result = answer.json()["result"]
     assert not result["isError"], result
     assert Memory.objects.get().content == "Prod works"
+
+
+def test_the_mcp_endpoint_leaves_no_database_connection_open_in_its_tool_threads(api, api_key):
+    """The tools call the API in anyio's worker threads, which outlive the request: each
+    call closes the connections it opened there. Before, on PostgreSQL (persistent
+    connections; SQLite's close with each request), each worker thread kept one open that
+    nothing would reuse or close, and PostgreSQL test runs ended with the test database
+    still in use."""
+    import threading
+
+    from django.db.backends.signals import connection_created
+    from django.test import Client
+
+    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    opened = []
+
+    def record(sender, connection, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            opened.append(connection)
+
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "Closed", "session": "run-1"}},
+    }
+    connection_created.connect(record)
+    try:
+        answer = Client().post(
+            f"/mcp/{api_key}", call, content_type="application/json", headers=MCP_HEADERS
+        )
+    finally:
+        connection_created.disconnect(record)
+    assert answer.status_code == 200 and not answer.json()["result"]["isError"]
+    assert opened  # the tool's call reached the database from a worker thread
+    assert all(connection.connection is None for connection in opened)

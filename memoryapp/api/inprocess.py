@@ -11,10 +11,36 @@ from __future__ import annotations
 import httpx
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+from django.db import connections
 
 from agents.client import MemoryClient
 
 _app = WSGIHandler()
+
+
+class _Closing:
+    """A response of `_app` whose close() also closes this thread's database
+    connections (after Django's own close, which sends request_finished)."""
+
+    def __init__(self, response) -> None:
+        self.response = response
+
+    def __iter__(self):
+        return iter(self.response)
+
+    def close(self) -> None:
+        try:
+            self.response.close()
+        finally:
+            connections.close_all()
+
+
+def _closing_app(environ, start_response):
+    """`_app` for calls from threads that are not the server's own (the MCP endpoint's
+    tools run in anyio's worker threads, which outlive the request): a persistent
+    connection opened there would stay open with nobody to close or reuse it, one per
+    worker thread, until the thread ends."""
+    return _Closing(_app(environ, start_response))
 
 
 def base_url() -> str:
@@ -26,15 +52,23 @@ def base_url() -> str:
 
 
 def client(
-    raw_key: str, *, url: str | None = None, remote_addr: str = "127.0.0.1", **options
+    raw_key: str,
+    *,
+    url: str | None = None,
+    remote_addr: str = "127.0.0.1",
+    close_connections: bool = False,
+    **options,
 ) -> MemoryClient:
     """A client of this process's API with `raw_key`. `url`: the scheme and host to send
-    (default `base_url()`); `remote_addr`: the address the API's limits count against."""
+    (default `base_url()`); `remote_addr`: the address the API's limits count against;
+    `close_connections`: each call closes its thread's database connections when it is
+    done (for calls from short-lived or pooled threads: see _closing_app)."""
     url = url or base_url()
     headers = {}
     proxy_header = settings.SECURE_PROXY_SSL_HEADER
     if proxy_header and url.startswith("https:"):
         name, value = proxy_header
         headers[name.removeprefix("HTTP_").replace("_", "-")] = value
-    transport = httpx.WSGITransport(app=_app, remote_addr=remote_addr)
+    app = _closing_app if close_connections else _app
+    transport = httpx.WSGITransport(app=app, remote_addr=remote_addr)
     return MemoryClient(url, raw_key, transport=transport, headers=headers, **options)

@@ -97,6 +97,7 @@ async def _serve(
         url=f"{request.scheme}://{request.get_host()}",
         remote_addr=client_address(request),
         retries=0,
+        close_connections=True,  # the tools call it from anyio's worker threads
     )
     server = build_server(client, session)
     # Host and Origin are Django's to check (ALLOWED_HOSTS); no cookies are involved.
