@@ -269,7 +269,7 @@ def summarize_pruned(
             events = _events(session, start, end) if start <= end else []
             # The rolled state keeps the task it was first given: read it only for a state
             # without one (or for the model, which is told it each time).
-            has_task = isinstance(base, dict) and "edited" in base and base.get("task")
+            has_task = summarize.is_state(base) and base.get("task")
             task = "" if has_task and not settings.MEMORYAPP_SUMMARIZER_URL else _task(session)
             if settings.MEMORYAPP_SUMMARIZER_URL:
                 previous = (

@@ -72,6 +72,12 @@ class Did:
     details: dict[str, Any] | None = None
 
 
+def is_state(state) -> bool:
+    """Whether `state` is a rolled state (what `roll` answers), not a stored value from
+    before it or none: the others are rolled from an empty state and render nothing."""
+    return isinstance(state, dict) and "edited" in state
+
+
 def empty_state() -> dict:
     return {
         "task": "",
@@ -116,7 +122,7 @@ def roll(
     """The state after more of the session was pruned. `events` are in seq order;
     `pending` is the (first, last) seq range pruned but not read yet (the per-call bound
     was reached), shown as not summarised yet until a later roll reads it."""
-    state = dict(state) if isinstance(state, dict) and "edited" in state else empty_state()
+    state = dict(state) if is_state(state) else empty_state()
     for name in ("created", "commands", "decisions", "progress", "problems", "instructions"):
         state[name] = list(state[name])
     state["edited"] = dict(state["edited"])
@@ -237,7 +243,7 @@ def _listing(items: list[str], limit: int = 8) -> str:
 
 def render(state: dict | None) -> list[str]:
     """The summary's lines, most important first, within `MAX_LINES` and `MAX_CHARS`."""
-    if not isinstance(state, dict) or "edited" not in state:
+    if not is_state(state):
         return []
     lines: list[str] = []
     if state["task"]:
