@@ -103,3 +103,45 @@ def test_limits_fail_open_when_the_cache_is_down(api, agent, settings, monkeypat
     assert Client().get("/api/v1/sessions").status_code == 401  # wrong keys: still JSON 401
     staff = logged_in_member("staff", agent, "stella")
     assert staff.get("/agents/coder/settings/").status_code == 200  # the 429 tally: none
+
+
+def test_a_request_makes_one_round_trip_to_the_limits_cache(api, settings, monkeypatch):
+    """The address's count, its failed authentications and the key's count are one round
+    trip (a round trip to Redis after a pause cost ~0.5 ms; the key's count was a
+    second one, made after the key was looked up)."""
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "100/60"
+    settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
+    counters = ratelimit._counters()
+    trips = []
+
+    class Counting:
+        def read_and_count(self, *args):
+            trips.append(args)
+            return counters.read_and_count(*args)
+
+    monkeypatch.setattr(ratelimit, "_counters", Counting)
+    assert api.get(f"{BASE}/sessions").status_code == 200
+    assert len(trips) == 1
+    read, counted = trips[0]
+    assert read.startswith("rl:auth-failure:") and len(counted) == 2
+
+
+def test_a_keys_limit_counts_its_own_requests_not_wrong_keys(api, settings):
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "3/60"
+    wrong = ApiClient(Client(), "mk_wrong_but_counted_under_its_own_hash")
+    assert [wrong.get(f"{BASE}/sessions").status_code for _ in range(4)] == [401] * 4
+    answers = [api.get(f"{BASE}/sessions").status_code for _ in range(4)]
+    assert answers == [200] * 3 + [429]
+
+
+def test_a_key_authenticated_outside_the_middleware_is_still_counted(agent, settings, rf):
+    """ApiKeyAuth counts the key itself when no middleware counted it (the MCP endpoint
+    authenticates its path's key directly)."""
+    from memoryapp.api.auth import ApiKeyAuth, RateLimited
+
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "2/60"
+    _, raw = ApiKey.issue(agent, name="direct")
+    for _ in range(2):
+        assert ApiKeyAuth().authenticate(rf.get("/mcp"), raw) is not None
+    with pytest.raises(RateLimited):
+        ApiKeyAuth().authenticate(rf.get("/mcp"), raw)

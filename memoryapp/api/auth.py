@@ -23,8 +23,32 @@ class RateLimited(Exception):
         self.detail = detail
 
 
+# Longer is no key of ours: refused without a lookup.
+MAX_TOKEN_LENGTH = 200
+
+
 def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def bearer_token(request: HttpRequest) -> str | None:
+    """The request's bearer token as ninja's HttpBearer reads it (None without one)."""
+    value = request.headers.get("Authorization")
+    if not value:
+        return None
+    scheme, *rest = value.split(" ")
+    return " ".join(rest) if scheme.lower() == "bearer" else None
+
+
+def count_key_early(request: HttpRequest) -> ratelimit.Counted | None:
+    """What the middleware counts of the request's key in its own round trip to the
+    cache, before the key is looked up: the key's limit by the token's hash (a wrong
+    token only counts under its own hash). None when nothing is to be counted."""
+    limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
+    token = bearer_token(request)
+    if limit.count <= 0 or not token or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    return ("key", hash_api_key(token), limit)
 
 
 def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
@@ -76,13 +100,19 @@ def _session_in_path(request: HttpRequest) -> str | None:
 
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        key = _find_key(token, _session_in_path(request)) if token and len(token) <= 200 else None
+        usable = token and len(token) <= MAX_TOKEN_LENGTH
+        key = _find_key(token, _session_in_path(request)) if usable else None
         if key is None:
             failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
             ratelimit.hit("auth-failure", client_address(request), failures)
             return None
         limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
-        retry_after = ratelimit.hit("key", str(key.pk), limit)
+        # Counted by the middleware in its round trip (one per request), else here.
+        early = getattr(request, "key_counted", None)
+        if early is not None and early[0] == key.key_hash:
+            retry_after = early[1]
+        else:
+            retry_after = ratelimit.hit("key", key.key_hash, limit)
         if retry_after is not None:
             ratelimit.note_refusal(key.pk)
             raise RateLimited(

@@ -83,34 +83,44 @@ def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int 
     return hit_and_check(scope, who, limit, now=now)[1]
 
 
-@_fail_open((None, None))
+Counted = tuple[str, str, Limit]  # (scope, who, limit)
+
+
+@_fail_open((None, None, None))
 def hit_and_check(
     scope: str,
     who: str,
     limit: Limit,
     *,
     check: tuple[str, Limit] | None = None,
+    also: Counted | None = None,
     now: float | None = None,
-) -> tuple[int | None, int | None]:
+) -> tuple[int | None, int | None, int | None]:
     """Count one request of `who` in `scope` and read, in the same round trip to the
     cache, whether `who` is at its limit in the scope `check` names (not counted
-    there). Answers (seconds until the blocking window ends or None, seconds until this
-    window ends when over `limit` or None)."""
+    there); `also` is counted in that round trip too (the request's API key, by its
+    hash, before the key is looked up). Answers (seconds until the blocking window ends
+    or None, seconds until this window ends when over `limit` or None, the same for
+    `also`)."""
     now = time.time() if now is None else now
     read = None
     if check is not None and check[1].count > 0:
         read = _name(check[0], who, check[1], now)
-    counted = _name(scope, who, limit, now) if limit.count > 0 else None
-    if read is None and counted is None:
-        return None, None
-    read_value, count = _counters().read_and_count(read, counted, limit.seconds + 1)
+    wanted = [(scope, who, limit)] + ([also] if also is not None else [])
+    counted = [(_name(s, w, lim, now), lim.seconds + 1) for s, w, lim in wanted if lim.count > 0]
+    if read is None and not counted:
+        return None, None, None
+    read_value, counts = _counters().read_and_count(read, counted)
     refused_by = None
     if read is not None and read_value >= check[1].count:
         refused_by = max(1, _window(check[1], now)[1])
-    over = None
-    if counted is not None and count > limit.count:
-        over = max(1, _window(limit, now)[1])
-    return refused_by, over
+    overs: list[int | None] = []
+    for _, _, lim in wanted:
+        over = None
+        if lim.count > 0 and counts.pop(0) > lim.count:
+            over = max(1, _window(lim, now)[1])
+        overs.append(over)
+    return refused_by, overs[0], (overs[1] if also is not None else None)
 
 
 def _name(scope: str, who: str, limit: Limit, now: float) -> str:
@@ -132,31 +142,33 @@ class _CacheCounters:
     """Counters in any Django cache (process memory in the embedded setup): an add,
     then an increment."""
 
-    def read_and_count(self, read: str | None, counted: str | None, timeout: int):
+    def read_and_count(self, read: str | None, counted: list[tuple[str, int]]):
         value = int(cache.get(read, 0)) if read else 0
-        return value, (_count(counted, timeout=timeout) if counted else 0)
+        return value, [_count(name, timeout=timeout) for name, timeout in counted]
 
 
 class _RedisCounters:
-    """Counters in Redis, one round trip per request: GET of the counter read, SET NX
-    with the window's expiry, INCR (SET NX EX, not EXPIRE NX: Redis 6 has no EXPIRE NX).
-    One client for the process, made once (Django's cache makes one per command).
-    The values are plain integers, which the cache's own get() reads back."""
+    """Counters in Redis, one round trip per request: GET of the counter read, and for
+    each counter counted SET NX with the window's expiry then INCR (SET NX EX, not
+    EXPIRE NX: Redis 6 has no EXPIRE NX). One client for the process, made once
+    (Django's cache makes one per command). The values are plain integers, which the
+    cache's own get() reads back."""
 
     def __init__(self) -> None:
         self.client = cache._cache.get_client(None, write=True)
 
-    def read_and_count(self, read: str | None, counted: str | None, timeout: int):
+    def read_and_count(self, read: str | None, counted: list[tuple[str, int]]):
         pipe = self.client.pipeline(transaction=False)
         if read:
             pipe.get(cache.make_and_validate_key(read))
-        if counted:
-            key = cache.make_and_validate_key(counted)
+        for name, timeout in counted:
+            key = cache.make_and_validate_key(name)
             pipe.set(key, 0, ex=timeout, nx=True)
             pipe.incr(key)
         results = pipe.execute()
         value = int(results[0] or 0) if read else 0
-        return value, (int(results[-1]) if counted else 0)
+        increments = results[1:] if read else results
+        return value, [int(n) for n in increments[1::2]]
 
 
 _counter_store: _CacheCounters | _RedisCounters | None = None
