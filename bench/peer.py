@@ -10,8 +10,11 @@ by default) on PostgreSQL, one Celery worker on Redis doing the extraction of ev
    `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
    interleaved A B A B so that drift hits both, after 5 untimed rounds and once both
    sides are idle (neither still working off the fill). memoryapp's
-   default pruned restore (the agent's 100 messages) is timed too. Prints p50 per
-   operation and the ratio.
+   default pruned restore (the agent's 100 messages) is timed too, and memoryapp's
+   floor: its cheapest authenticated request (`GET /agent`: the key's lookup, one row),
+   each right after the peer's restore as memoryapp's restore is timed. Prints p50 per
+   operation, the ratio, and the floor beside a third of the peer's figures (what a
+   ratio of 3 would need).
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
    memoryapp, the peer again, each run once both servers (and memoryapp's worker) are
    idle again, so that neither side's leftover work lands in the other's run. Prints
@@ -146,6 +149,10 @@ class Sides:
         memory = await self.peer.get_working_memory(sid, context_window_max=10_000_000)
         return len(memory.messages)
 
+    async def floor_mem(self) -> None:
+        answer = await self.mem.get("/agent")
+        answer.raise_for_status()
+
     async def restore_mem(self, sid: str, params: dict | None = None) -> int:
         answer = await self.mem.get(
             f"/sessions/{sid}/history", params=WHOLE if params is None else params
@@ -173,6 +180,7 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             "peer restore": [],
             "mem restore": [],
             "mem pruned": [],
+            "mem floor": [],
         }
         returned = {}
         # Untimed first rounds: both servers' threads open their connections and warm up.
@@ -196,6 +204,11 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             times["mem restore"].append(seconds)
             seconds, returned["pruned"] = await timed(sides.restore_mem(sm, {}))
             times["mem pruned"].append(seconds)
+        # The floor, timed where memoryapp's restore is: right after the peer's restore.
+        for _ in range(reps):
+            await sides.restore_peer(sp)
+            seconds, _ = await timed(sides.floor_mem())
+            times["mem floor"].append(seconds)
         p50 = {op: statistics.median(values) * 1000 for op, values in times.items()}
         rows.append({"size": n, "p50": p50, "returned": returned})
     return rows
@@ -274,6 +287,20 @@ async def compare(args, base_url: str, api_key: str) -> None:
         for row in rows:
             pruned = row["p50"]["mem pruned"]
             print(f"| {row['size']:,} | {row['returned']['pruned']} | {pruned:.1f} |")
+        print()
+        print(
+            "memoryapp's floor (GET /agent: authentication and one row, after the peer's "
+            "restore) beside a third of the peer's p50:"
+        )
+        print()
+        print("| stored messages | memoryapp floor p50 ms | peer append / 3 | peer restore / 3 |")
+        print("|---:|---:|---:|---:|")
+        for row in rows:
+            p = row["p50"]
+            print(
+                f"| {row['size']:,} | {p['mem floor']:.1f} | {p['peer append'] / 3:.1f} | "
+                f"{p['peer restore'] / 3:.1f} |"
+            )
         for row in rows:
             got = row["returned"]
             if got["peer"] != got["mem"]:
