@@ -3,6 +3,8 @@ Retry-After; an address sending wrong keys is stopped; login throttling with loc
 dashboard shows a key's recent 429s. Before: 1,000 requests and 500 wrong keys got no 429,
 and the right password logged in after 200 wrong ones."""
 
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -105,6 +107,13 @@ def test_limits_fail_open_when_the_cache_is_down(api, agent, settings, monkeypat
     assert staff.get("/agents/coder/settings/").status_code == 200  # the 429 tally: none
 
 
+needs_redis = pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"),
+    reason="needs Redis (REDIS_URL=redis://...): in process memory a count is no round trip",
+)
+
+
+@needs_redis
 def test_a_request_makes_one_round_trip_to_the_limits_cache(api, settings, monkeypatch):
     """The address's count, its failed authentications and the key's count are one round
     trip (a round trip to Redis after a pause cost ~0.5 ms; the key's count was a
@@ -113,17 +122,43 @@ def test_a_request_makes_one_round_trip_to_the_limits_cache(api, settings, monke
     settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
     counters = ratelimit._counters()
     trips = []
+    real = counters.read_and_count
 
-    class Counting:
-        def read_and_count(self, *args):
-            trips.append(args)
-            return counters.read_and_count(*args)
+    def counting(*args):
+        trips.append(args)
+        return real(*args)
 
-    monkeypatch.setattr(ratelimit, "_counters", Counting)
+    monkeypatch.setattr(counters, "read_and_count", counting)
     assert api.get(f"{BASE}/sessions").status_code == 200
     assert len(trips) == 1
     read, counted = trips[0]
-    assert read.startswith("rl:auth-failure:") and len(counted) == 2
+    assert read[0].startswith("rl:auth-failure:") and len(counted) == 2
+
+
+def test_a_refused_request_counts_no_key(api, settings):
+    """A key is counted with the address's limits, before its lookup, only when the
+    address is refused nothing: an address refused for wrong keys makes no counter per
+    token it sends, and the right key sent from it is not counted against its owner."""
+    import time
+
+    from django.core.cache import cache
+
+    from memoryapp.core.models import hash_api_key
+
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "100/60"
+    settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = "2/300"
+
+    def counter(token: str) -> int | None:
+        start = int(time.time() // 60) * 60
+        return cache.get(f"rl:key:{hash_api_key(token)}:{start}")
+
+    for n in range(2):
+        assert ApiClient(Client(), f"mk_wrong_{n}").get(f"{BASE}/sessions").status_code == 401
+    refused = ApiClient(Client(), "mk_wrong_refused")
+    assert refused.get(f"{BASE}/sessions").status_code == 429
+    assert counter("mk_wrong_refused") is None
+    assert api.get(f"{BASE}/sessions").status_code == 429
+    assert counter(api.key) is None
 
 
 def test_a_keys_limit_counts_its_own_requests_not_wrong_keys(api, settings):

@@ -42,11 +42,17 @@ def bearer_token(request: HttpRequest) -> str | None:
 
 def count_key_early(request: HttpRequest) -> ratelimit.Counted | None:
     """What the middleware counts of the request's key in its own round trip to the
-    cache, before the key is looked up: the key's limit by the token's hash (a wrong
-    token only counts under its own hash). None when nothing is to be counted."""
+    cache, before the key is looked up: the key's limit by the token's hash. Only with
+    Redis (in process memory there is no round trip to save) and while wrong keys are
+    limited: a wrong token is counted under its own hash, only when its address is
+    refused nothing (ratelimit.hit_and_check), so an address makes at most as many such
+    counters per window as it may send wrong keys. None: authentication counts the key."""
     limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
+    failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
+    if limit.count <= 0 or failures.count <= 0 or not ratelimit.one_round_trip():
+        return None
     token = bearer_token(request)
-    if limit.count <= 0 or not token or len(token) > MAX_TOKEN_LENGTH:
+    if not token or len(token) > MAX_TOKEN_LENGTH:
         return None
     return ("key", hash_api_key(token), limit)
 

@@ -98,24 +98,29 @@ def hit_and_check(
 ) -> tuple[int | None, int | None, int | None]:
     """Count one request of `who` in `scope` and read, in the same round trip to the
     cache, whether `who` is at its limit in the scope `check` names (not counted
-    there); `also` is counted in that round trip too (the request's API key, by its
-    hash, before the key is looked up). Answers (seconds until the blocking window ends
-    or None, seconds until this window ends when over `limit` or None, the same for
-    `also`)."""
+    there). `also` is counted in that round trip too, only when the request is not
+    refused by `check` or `limit` (the request's API key, by its token's hash, before
+    the key is looked up: a refused request creates no counter). Answers (seconds until
+    the blocking window ends or None, seconds until this window ends when over `limit`
+    or None, the same for `also`)."""
     now = time.time() if now is None else now
     read = None
     if check is not None and check[1].count > 0:
-        read = _name(check[0], who, check[1], now)
-    wanted = [(scope, who, limit)] + ([also] if also is not None else [])
-    counted = [(_name(s, w, lim, now), lim.seconds + 1) for s, w, lim in wanted if lim.count > 0]
+        read = (_name(check[0], who, check[1], now), check[1].count)
+    wanted = [(scope, who, limit, False)] + ([(*also, True)] if also is not None else [])
+    counted = [
+        (_name(s, w, lim, now), lim.seconds + 1, lim.count, conditional)
+        for s, w, lim, conditional in wanted
+        if lim.count > 0
+    ]
     if read is None and not counted:
         return None, None, None
     read_value, counts = _counters().read_and_count(read, counted)
     refused_by = None
-    if read is not None and read_value >= check[1].count:
+    if read is not None and read_value >= read[1]:
         refused_by = max(1, _window(check[1], now)[1])
     overs: list[int | None] = []
-    for _, _, lim in wanted:
+    for _, _, lim, _ in wanted:
         over = None
         if lim.count > 0 and counts.pop(0) > lim.count:
             over = max(1, _window(lim, now)[1])
@@ -138,37 +143,69 @@ def _count(key: str, *, timeout: int) -> int:
         return 1
 
 
+# read_and_count's arguments: the counter read with its limit, and the counters counted,
+# each (name, timeout, limit, conditional): a conditional one is counted only while the
+# read is below its limit and every counter before it within its own (else its count is 0).
+Read = tuple[str, int] | None
+Counters = list[tuple[str, int, int, bool]]
+
+
 class _CacheCounters:
     """Counters in any Django cache (process memory in the embedded setup): an add,
     then an increment."""
 
-    def read_and_count(self, read: str | None, counted: list[tuple[str, int]]):
-        value = int(cache.get(read, 0)) if read else 0
-        return value, [_count(name, timeout=timeout) for name, timeout in counted]
+    def read_and_count(self, read: Read, counted: Counters) -> tuple[int, list[int]]:
+        value = int(cache.get(read[0], 0)) if read else 0
+        within = read is None or value < read[1]
+        counts = []
+        for name, timeout, limit, conditional in counted:
+            n = 0
+            if within or not conditional:
+                n = _count(name, timeout=timeout)
+                within = within and n <= limit
+            counts.append(n)
+        return value, counts
+
+
+# _CacheCounters.read_and_count in Redis, as one script: KEYS the counter read ('' for
+# none) then the counters; ARGV the read's limit, then each counter's timeout, limit and
+# conditional (1/0). SET NX EX then INCR (not EXPIRE NX: Redis 6 has no EXPIRE NX).
+_READ_AND_COUNT = """
+local read = 0
+if KEYS[1] ~= '' then read = tonumber(redis.call('GET', KEYS[1]) or '0') end
+local within = KEYS[1] == '' or read < tonumber(ARGV[1])
+local out = {read}
+for i = 2, #KEYS do
+  local base = 3 * (i - 2) + 1
+  local n = 0
+  if within or ARGV[base + 3] == '0' then
+    redis.call('SET', KEYS[i], 0, 'EX', ARGV[base + 1], 'NX')
+    n = redis.call('INCR', KEYS[i])
+    within = within and n <= tonumber(ARGV[base + 2])
+  end
+  out[#out + 1] = n
+end
+return out
+"""
 
 
 class _RedisCounters:
-    """Counters in Redis, one round trip per request: GET of the counter read, and for
-    each counter counted SET NX with the window's expiry then INCR (SET NX EX, not
-    EXPIRE NX: Redis 6 has no EXPIRE NX). One client for the process, made once
-    (Django's cache makes one per command). The values are plain integers, which the
-    cache's own get() reads back."""
+    """Counters in Redis, one round trip per request (a script, sent by its digest once
+    Redis has it). One client for the process, made once (Django's cache makes one per
+    command). The values are plain integers, which the cache's own get() reads back."""
 
     def __init__(self) -> None:
         self.client = cache._cache.get_client(None, write=True)
+        self.script = self.client.register_script(_READ_AND_COUNT)
 
-    def read_and_count(self, read: str | None, counted: list[tuple[str, int]]):
-        pipe = self.client.pipeline(transaction=False)
-        if read:
-            pipe.get(cache.make_and_validate_key(read))
-        for name, timeout in counted:
-            key = cache.make_and_validate_key(name)
-            pipe.set(key, 0, ex=timeout, nx=True)
-            pipe.incr(key)
-        results = pipe.execute()
-        value = int(results[0] or 0) if read else 0
-        increments = results[1:] if read else results
-        return value, [int(n) for n in increments[1::2]]
+    def read_and_count(self, read: Read, counted: Counters) -> tuple[int, list[int]]:
+        keys = [cache.make_and_validate_key(read[0]) if read else ""]
+        args: list[int] = [read[1] if read else 0]
+        for name, timeout, limit, conditional in counted:
+            keys.append(cache.make_and_validate_key(name))
+            args += [timeout, limit, int(conditional)]
+        value, *counts = self.script(keys=keys, args=args)
+        return int(value), [int(n) for n in counts]
 
 
 _counter_store: _CacheCounters | _RedisCounters | None = None
@@ -183,6 +220,13 @@ def _counters() -> _CacheCounters | _RedisCounters:
         redis = isinstance(caches["default"], RedisCache)
         _counter_store = _RedisCounters() if redis else _CacheCounters()
     return _counter_store
+
+
+@_fail_open(False)
+def one_round_trip() -> bool:
+    """Whether the counters live in another process (Redis), where counting more in one
+    request's round trip saves a round trip."""
+    return isinstance(_counters(), _RedisCounters)
 
 
 @_fail_open(None)
