@@ -195,6 +195,39 @@ def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
     assert "name" in history["messages"][-1] and history["messages"][-1]["name"] is None
 
 
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {},
+        {"name": "bash", "tool_call_id": "call_1", "tool_calls": [{"id": "call_1"}]},
+        {"tool_calls": [], "revisions": [], "name": "", "client_id": ""},
+        {"client_id": "m-7", "removed_at": "2026-11-24T05:17:38.000001+00:00",
+         "revisions": [{"action": "removed", "at": "2026-11-24T05:17:38Z"}]},
+        {"created_at": "2026-11-24T05:17:38+00:00"},
+        {"created_at": "2026-11-24T05:17:38.5+02:00"},
+    ],
+)  # fmt: skip
+def test_a_history_message_is_written_in_one_step_as_in_two(columns):
+    """answers.history_message writes in one step what message_dict and then the
+    answer's shaper write (the history and messages answers use it)."""
+    from datetime import datetime
+
+    from memoryapp.api import answers
+    from memoryapp.api.schemas import HistoryMessageOut
+    from memoryapp.core.conversation import message_dict
+
+    row = {"seq": 3, "role": "tool", "content": "ok", "token_count": 5,
+           "created_at": "2026-11-24T05:17:38.487535+00:00", "name": "", "tool_call_id": "",
+           "tool_calls": None, "client_id": "", "removed_at": None, "revisions": None,
+           **columns}  # fmt: skip
+    for time_field in ("created_at", "removed_at"):
+        if row[time_field] is not None:
+            row[time_field] = datetime.fromisoformat(row[time_field])
+    expected = answers._model_shaper(HistoryMessageOut)(message_dict(row))
+    written = answers.history_message(row)
+    assert written == expected and list(written) == list(expected)
+
+
 def normalised(answer: dict) -> dict:
     """An append's answer without what differs between two sessions (key, wall clock),
     keeping the times' format."""

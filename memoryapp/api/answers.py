@@ -51,6 +51,12 @@ def json_time(value: datetime | str) -> str:
 Shaper = Callable[[Any], Any]
 
 
+class Written(list):
+    """Items already written as their schema's shaper writes them (every declared field,
+    in order, absent ones as null, times as json_time writes them): `answer` passes such
+    a list through instead of shaping each item again (see history_message)."""
+
+
 def _plain(value: Any) -> Any:
     return value
 
@@ -72,7 +78,7 @@ def _shaper(annotation: Any) -> Shaper:
         inner = _shaper(item)
         if inner is _plain:
             return _plain
-        return lambda values: [inner(v) for v in values]
+        return lambda values: values if type(values) is Written else [inner(v) for v in values]
     if origin is typing.Annotated:
         return _shaper(typing.get_args(annotation)[0])
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -108,6 +114,26 @@ def _model_shaper(model: type[BaseModel]) -> Shaper:
         return out
 
     return shape
+
+
+def history_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A message's columns (conversation.MESSAGE_FIELDS) as HistoryMessageOut writes
+    them: what message_dict then its shaper write, in one step (0.35 -> 0.1 ms for 100
+    messages); tests/test_fast_paths.py checks it against both."""
+    removed_at = m["removed_at"]
+    return {
+        "seq": m["seq"],
+        "role": m["role"],
+        "content": m["content"],
+        "token_count": m["token_count"],
+        "created_at": json_time(m["created_at"]),
+        "name": m["name"] or None,
+        "tool_call_id": m["tool_call_id"] or None,
+        "tool_calls": m["tool_calls"] or None,
+        "client_id": m["client_id"] or None,
+        "removed_at": None if removed_at is None else json_time(removed_at),
+        "revisions": m["revisions"] or None,
+    }
 
 
 def answer(schema: type[BaseModel], data: dict, status: int = 200) -> Any:

@@ -227,7 +227,10 @@ def get_history(
     agent = session.agent
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
-    answer = restore_history(session, max_messages=limit_messages, max_tokens=limit_tokens)
+    write = answers.history_message if answers.ENABLED else None
+    answer = restore_history(
+        session, max_messages=limit_messages, max_tokens=limit_tokens, write=write
+    )
     summary = (
         summarize_pruned(
             session,
@@ -239,6 +242,7 @@ def get_history(
     )
     history = {
         **answer,
+        "messages": answers.Written(answer["messages"]) if write else answer["messages"],
         "summary": summary,
         "max_messages": limit_messages,
         "max_tokens": limit_tokens,
@@ -272,7 +276,10 @@ def list_messages(
         low = high
     more = len(page) > limit
     next_cursor = pagination.encode("messages", page[limit - 1]["seq"]) if more else None
-    items = [message_dict(m) for m in page[:limit]]
+    if answers.ENABLED:
+        items = answers.Written(answers.history_message(m) for m in page[:limit])
+    else:
+        items = [message_dict(m) for m in page[:limit]]
     return answers.answer(MessagePage, {"items": items, "next_cursor": next_cursor})
 
 

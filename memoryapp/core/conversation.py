@@ -9,6 +9,7 @@ prunes what it returns and never deletes anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -499,16 +500,24 @@ def _choose(
     return system, read, run
 
 
-def restore_history(session: Session, *, max_messages: int, max_tokens: int) -> History:
+def restore_history(
+    session: Session,
+    *,
+    max_messages: int,
+    max_tokens: int,
+    write: Callable[[dict[str, Any]], Any] | None = None,
+) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
-    Values, not model instances: a whole history is thousands of rows."""
+    Values, not model instances: a whole history is thousands of rows. `write`: how each
+    kept message's columns are written (message_dict by default; the API writes its
+    JSON's shape directly, api.answers.history_message)."""
     system, read, run = _choose(session, max_messages, max_tokens)
     system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
     kept_count = len(system) + len(run.seqs)
     return {
-        "messages": [message_dict(m) for m in kept],
+        "messages": [(write or message_dict)(m) for m in kept],
         "token_count": tokens.count_messages(m["token_count"] for m in kept),
         "pruned_count": session.message_count - kept_count,
         "pruned_tokens": session.token_count - kept_tokens,
