@@ -228,6 +228,23 @@ def test_a_history_message_is_written_in_one_step_as_in_two(columns):
     assert written == expected and list(written) == list(expected)
 
 
+def test_a_list_written_for_another_schema_is_shaped_and_checked():
+    """answers.Written passes through only where the answer declares a list of the
+    schema it was written for; anywhere else its items are shaped, unknown keys refused."""
+    from memoryapp.api import answers
+    from memoryapp.api.schemas import HistoryMessageOut, HistoryOut, TurnMetaOut
+
+    message = {"seq": 1, "role": "user", "content": "hi", "token_count": 3,
+               "created_at": "2026-11-24T05:17:38+00:00", "surprise": True}  # fmt: skip
+    history = {"token_count": 3, "pruned_count": 0, "pruned_tokens": 0, "max_messages": 1,
+               "max_tokens": 9}  # fmt: skip
+    passed = answers.answer(HistoryOut, {**history, "messages": answers.Written(
+        HistoryMessageOut, [message])})  # fmt: skip
+    assert b'"surprise":true' in passed.content  # trusted as written
+    with pytest.raises(ValueError, match="does not declare"):
+        answers.answer(HistoryOut, {**history, "messages": answers.Written(TurnMetaOut, [message])})
+
+
 def normalised(answer: dict) -> dict:
     """An append's answer without what differs between two sessions (key, wall clock),
     keeping the times' format."""

@@ -52,9 +52,14 @@ Shaper = Callable[[Any], Any]
 
 
 class Written(list):
-    """Items already written as their schema's shaper writes them (every declared field,
-    in order, absent ones as null, times as json_time writes them): `answer` passes such
-    a list through instead of shaping each item again (see history_message)."""
+    """Items already written as `schema`'s shaper writes them (every declared field, in
+    order, absent ones as null, times as json_time writes them): `answer` passes such a
+    list through instead of shaping each item again, where the answer's schema declares
+    a list of that `schema` (see history_message); elsewhere it is shaped as any list."""
+
+    def __init__(self, schema: type[BaseModel], items: Any = ()) -> None:
+        super().__init__(items)
+        self.schema = schema
 
 
 def _plain(value: Any) -> Any:
@@ -78,7 +83,11 @@ def _shaper(annotation: Any) -> Shaper:
         inner = _shaper(item)
         if inner is _plain:
             return _plain
-        return lambda values: values if type(values) is Written else [inner(v) for v in values]
+        return lambda values: (
+            values
+            if type(values) is Written and values.schema is item
+            else [inner(v) for v in values]
+        )
     if origin is typing.Annotated:
         return _shaper(typing.get_args(annotation)[0])
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

@@ -24,6 +24,7 @@ from memoryapp.api.common import (
 )
 from memoryapp.api.schemas import (
     MAX_INT,
+    HistoryMessageOut,
     HistoryOut,
     MessagePage,
     SessionIn,
@@ -240,9 +241,10 @@ def get_history(
         if answer["pruned_count"]
         else None
     )
+    messages = answer["messages"]
     history = {
         **answer,
-        "messages": answers.Written(answer["messages"]) if write else answer["messages"],
+        "messages": answers.Written(HistoryMessageOut, messages) if write else messages,
         "summary": summary,
         "max_messages": limit_messages,
         "max_tokens": limit_tokens,
@@ -277,7 +279,9 @@ def list_messages(
     more = len(page) > limit
     next_cursor = pagination.encode("messages", page[limit - 1]["seq"]) if more else None
     if answers.ENABLED:
-        items = answers.Written(answers.history_message(m) for m in page[:limit])
+        items = answers.Written(
+            HistoryMessageOut, (answers.history_message(m) for m in page[:limit])
+        )
     else:
         items = [message_dict(m) for m in page[:limit]]
     return answers.answer(MessagePage, {"items": items, "next_cursor": next_cursor})
