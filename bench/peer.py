@@ -1,8 +1,9 @@
 """memoryapp beside Redis Agent Memory Server (the peer), in one run on this machine.
 
 The peer is installed by `../shared/peer/setup_peer.sh` (under /tmp/peer) and started here
-when it is not running. memoryapp runs as in production: gunicorn (2 workers x 4 threads
-by default) on PostgreSQL, one Celery worker on Redis doing the extraction of every turn.
+when it is not running (and stopped at the end, unless --keep-peer). memoryapp runs as in
+production: gunicorn (2 workers x 4 threads by default) on PostgreSQL, one Celery worker on
+Redis doing the extraction of every turn.
 
 1. One client, sessions of 20 and 2,000 stored messages of real-size text: append one
    two-message turn (the peer through its own client's `append_messages_to_working_memory`,
@@ -79,20 +80,25 @@ def peer_up(url: str) -> bool:
         return False
 
 
-def ensure_peer(url: str) -> bool:
-    """The peer answers at `url`, started from PEER_DIR if need be; False (after saying
-    why) when it is not installed."""
+def ensure_peer(url: str) -> tuple[bool, bool]:
+    """(whether the peer answers at `url`, whether this run started it from PEER_DIR);
+    not up (after saying why) when it is not installed."""
     if peer_up(url):
-        return True
+        return True, False
     start = PEER_DIR / "start_peer.sh"
     if not start.exists():
         print(
             f"the peer is not installed: run ../shared/peer/setup_peer.sh (it builds {PEER_DIR})",
             file=sys.stderr,
         )
-        return False
+        return False, False
     subprocess.run([str(start)], check=False, stdout=subprocess.DEVNULL)
-    return peer_up(url)
+    return peer_up(url), True
+
+
+def stop_peer() -> None:
+    """Stop the peer this run started (its Redis and its server), as stop_peer.sh does."""
+    subprocess.run([str(PEER_DIR / "stop_peer.sh")], check=False, stdout=subprocess.DEVNULL)
 
 
 class Sides:
@@ -339,12 +345,22 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="per load run")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument(
+        "--keep-peer", action="store_true", help="leave running a peer this run started"
+    )
     args = parser.parse_args()
 
     if postgres_url("bench/peer.py") is None:
         return 2
-    if not ensure_peer(args.peer):
-        return 2
+    up, started = ensure_peer(args.peer)
+    try:
+        return run(args) if up else 2
+    finally:
+        if started and not args.keep_peer:
+            stop_peer()
+
+
+def run(args) -> int:
     with production_server("bench-peer", args.workers, args.threads) as (base_url, key, where):
         print(
             f"memoryapp: gunicorn {args.workers} workers x {args.threads} threads, PostgreSQL, "
