@@ -213,6 +213,9 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+# Prepare the fixed statements on every request's path (the key's lookup, the append,
+# the restore's reads) on PostgreSQL connections kept across requests (core/rows.py).
+MEMORYAPP_PREPARE_STATEMENTS = env_bool("MEMORYAPP_PREPARE_STATEMENTS", True)
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
 

@@ -6,7 +6,6 @@ for a while (the middleware answers its requests 429)."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
@@ -76,7 +75,7 @@ def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
             " AND s.key = %s AND s.expires_at > %s"
         )
         params = [session_key, timezone.now(), *params]
-    with connection.cursor() as cursor:
+    with rows.fixed_cursor() as cursor:
         cursor.execute(f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params)
         row = cursor.fetchone()
     if row is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -106,7 +105,7 @@ def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionSta
     current = next((t for t in subtasks if t.status == Subtask.Status.IN_PROGRESS), None) or (
         subtasks[0] if subtasks else None
     )
-    with connection.cursor() as cursor:
+    with rows.fixed_cursor() as cursor:
         cursor.execute(
             f"SELECT tool, file_path, kind FROM {ToolCall._meta.db_table} "
             "WHERE session_id = %s ORDER BY id DESC LIMIT %s",
@@ -244,7 +243,7 @@ def read_findings(
         (Finding.tool_call.field, rows.columns(ToolCall, "c", ("id", *call_columns))),
     ]
     order = "ORDER BY f.updated_at DESC, f.id DESC" if after is None else "ORDER BY f.id"
-    with connection.cursor() as cursor:
+    with rows.fixed_cursor() as cursor:
         cursor.execute(
             f"SELECT {cols.sql}, {', '.join(linked.sql for _, linked in links)} "
             f"FROM {Finding._meta.db_table} f "

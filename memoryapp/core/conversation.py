@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -324,20 +323,6 @@ _RETURNED = (
 )  # fmt: skip
 
 
-def _binding_cursor():
-    """A cursor that sends the parameters apart from the statement (PostgreSQL's
-    server-side binding), in Django's wrapper (errors, query log, transactions as usual).
-    Django's default cursor writes every parameter into the text of the statement, in
-    Python: for a turn's contents that was 8% of an append's server time in a profile
-    (3-4% end to end, A/B over HTTP). Not prepared on the server: Django opens its
-    connections with psycopg's prepare_threshold off, for poolers (README)."""
-    connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)
-    if connection.queries_logged:
-        return connection.make_debug_cursor(raw)
-    return connection.make_cursor(raw)
-
-
 def _append_in_one_statement(
     agent: Agent,
     key: str,
@@ -379,7 +364,7 @@ def _append_in_one_statement(
     # with one, the record of the answer commits with it.
     try:
         with transaction.atomic() if idempotency_key else nullcontext():
-            with _binding_cursor() as cursor:
+            with rows.binding_cursor() as cursor:
                 cursor.execute(_ONE_STATEMENT[connection.vendor], params)
                 row = cursor.fetchone()
             if row is None:
@@ -424,7 +409,7 @@ def _message_rows(
     restore reads this way, and compiling a queryset per page cost more than reading the
     page."""
     columns = rows.columns(Message, "m", fields or MESSAGE_FIELDS)
-    with connection.cursor() as cursor:
+    with rows.fixed_cursor() as cursor:
         cursor.execute(
             f"SELECT {columns.sql} FROM {Message._meta.db_table} m "
             f"WHERE m.session_id = %s AND m.seq <= %s AND {where} ORDER BY {order}",

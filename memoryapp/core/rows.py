@@ -16,6 +16,7 @@ import functools
 import weakref
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, models
 
 # Per database connection (converters are bound to it): Columns -> converters per column.
@@ -103,11 +104,77 @@ def _converters(field: models.Field) -> tuple[Any, list]:
     ]
 
 
+# psycopg prepares a statement after this many runs unless asked to at once: in effect
+# never, so that only the statements below (prepared=True) are. Django's own queries are
+# never prepared (its cursors write the parameters into the statement: nothing to reuse).
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+def preparing() -> bool:
+    """Whether fixed statements are prepared: on PostgreSQL whose connections outlive a
+    request (kept, CONN_MAX_AGE, or pooled), unless MEMORYAPP_PREPARE_STATEMENTS is off.
+    A pooler in transaction mode (README: conn_max_age=0) gets none."""
+    if connection.vendor != "postgresql" or not settings.MEMORYAPP_PREPARE_STATEMENTS:
+        return False
+    kept = connection.settings_dict["CONN_MAX_AGE"] != 0
+    return kept or bool(connection.settings_dict["OPTIONS"].get("pool"))
+
+
+class _Prepared:
+    """A psycopg cursor whose `execute` has the statement prepared on the server (once
+    per connection: later runs skip parsing and, once PostgreSQL keeps a generic plan,
+    planning). Django's wrapper calls `execute(sql, params)`; the rest is the cursor's."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        return self._cursor.execute(sql, params, prepare=True)
+
+    def __iter__(self):
+        return iter(self._cursor)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def binding_cursor(*, prepare: bool = True):
+    """A cursor on PostgreSQL that sends the parameters apart from the statement (the
+    server binds them), in Django's wrapper (errors, query log, transactions as usual),
+    its statements prepared when `prepare` and `preparing()`.
+
+    Django's default cursor writes every parameter into the text of the statement, in
+    Python (for a turn's contents, 8% of an append's server time in a profile), and the
+    server parses and plans each statement anew: the key's lookup took 0.23 ms a run
+    here, prepared 0.06; the one-statement append 0.89 ms, prepared 0.58. The statement's
+    parameters must each have a type PostgreSQL can tell from where they stand (a column
+    they are compared with or written to, or a cast)."""
+    import psycopg
+
+    connection.ensure_connection()
+    raw_connection = connection.connection
+    cursor: Any = psycopg.Cursor(raw_connection)
+    if prepare and preparing():
+        if raw_connection.prepare_threshold is None:
+            raw_connection.prepare_threshold = _ONLY_WHEN_ASKED
+        cursor = _Prepared(cursor)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(cursor)
+    return connection.make_cursor(cursor)
+
+
+def fixed_cursor():
+    """The cursor for a fixed statement on a request's path: binding_cursor() when
+    statements are prepared, else Django's cursor (unprepared, a small statement with its
+    parameters written in is parsed faster: the key's lookup 0.23 ms against 0.29)."""
+    return binding_cursor() if preparing() else connection.cursor()
+
+
 def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:
     """Instances of `model` (all concrete columns) from `SELECT … FROM its table alias
     <rest>`: `rest` holds the joins, conditions, order and limit, with %s placeholders."""
     cols = columns(model, alias)
-    with connection.cursor() as cursor:
+    with fixed_cursor() as cursor:
         cursor.execute(f"SELECT {cols.sql} FROM {model._meta.db_table} {alias} {rest}", params)
         return cols.instances(cursor.fetchall())
 
@@ -130,7 +197,7 @@ def fetch_one_with(
     )
     if lock and connection.features.has_select_for_update_of:
         sql += f" FOR UPDATE OF {alias}"
-    with connection.cursor() as cursor:
+    with fixed_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
