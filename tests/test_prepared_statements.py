@@ -102,3 +102,47 @@ def test_sqlite_prepares_nothing_and_reads_as_before(api):
         assert not rows.preparing()
     requests(api)
     assert [m["content"] for m in api.get(HISTORY).json()["messages"]] == ["hello", "hi"] * 2
+
+
+@needs_postgresql
+def test_the_system_messages_read_can_use_its_partial_index_in_a_generic_plan(api):
+    """A prepared statement may run on a plan made without its parameters' values, and
+    such a plan cannot use an index whose condition is on a parameter: the read of a
+    pruned restore's system messages writes 'system' into the statement so that the
+    partial index of system messages stays usable (else every pruned restore would read
+    the whole session)."""
+    from memoryapp.core import conversation
+    from memoryapp.core.models import Message, Session
+
+    body = {"messages": [{"role": "system", "content": "Be terse."}]}
+    assert api.post(TURNS, body).status_code == 201
+    many = [{"role": "user", "content": f"m {i}"} for i in range(200)]
+    for _ in range(10):
+        assert api.post(TURNS, {"messages": many}).status_code == 201
+    session = Session.objects.get(key="prepared")
+    seen: list[tuple[str, list]] = []
+    with connection.execute_wrapper(
+        lambda execute, sql, params, many, context: (
+            seen.append((sql, list(params))),
+            execute(sql, params, many, context),
+        )[1]
+    ):
+        conversation.restore_history(session, max_messages=100, max_tokens=1_000_000)
+    system_reads = [(sql, p) for sql, p in seen if "m.role = 'system'" in sql]
+    assert len(system_reads) == 1
+    sql, params = system_reads[0]
+    numbered = sql
+    for n in range(1, len(params) + 1):
+        numbered = numbered.replace("%s", f"${n}", 1)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Message._meta.db_table}")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE system_read AS {numbered}")
+        try:
+            cursor.execute(
+                "EXPLAIN EXECUTE system_read(" + ", ".join(["%s"] * len(params)) + ")", params
+            )
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE system_read")
+    assert "message_system_by_seq" in plan, plan

@@ -434,8 +434,8 @@ def _newest_first(
     while remaining > 0 and high >= 0:
         low = max(0, high - min(_HISTORY_PAGE, remaining) + 1)
         page = _message_rows(
-            "m.seq >= %s AND m.role <> %s",
-            [session.pk, high, low, "system"],
+            "m.seq >= %s AND m.role <> 'system'",
+            [session.pk, high, low],
             "m.seq DESC",
             fields,
         )
@@ -471,7 +471,12 @@ def _choose(
         )
     else:
         system = _message_rows(
-            "m.role = %s", [session.pk, session.message_count, "system"], "seq", fields
+            # 'system' written in, not a parameter: a prepared statement's generic plan
+            # cannot use the partial index of system messages for a parameter's value.
+            "m.role = 'system'",
+            [session.pk, session.message_count],
+            "seq",
+            fields,
         )
         limit = max(0, max_messages - len(system)) + 1
         newest_first = _newest_first(session, limit, read, fields)
