@@ -58,6 +58,9 @@ def test_the_key_lookup_the_append_and_the_restore_are_prepared_once(api):
     assert api.post(TURNS, TURN).status_code == 201
     assert api.get(HISTORY).status_code == 200
     assert prepared() == sorted(before + made)
+    # Between those statements the connection keeps Django's threshold (None): Django's
+    # own queries are neither prepared nor recorded by psycopg.
+    assert connection.connection.prepare_threshold is None
 
 
 @needs_postgresql
@@ -82,17 +85,19 @@ def test_a_connection_not_kept_across_requests_prepares_nothing(api, monkeypatch
 
 
 @needs_postgresql
-def test_a_rolled_back_savepoint_forgets_the_statements_and_they_are_prepared_again(api):
+def test_the_statements_outlive_a_rolled_back_savepoint_and_still_answer(api):
+    """PostgreSQL keeps prepared statements through a rollback (they are not part of
+    the transaction); a savepoint rolled back by Django's own queries (an IntegrityError
+    caught, as an append's retry race does) leaves them prepared and usable."""
     assert api.get("/api/v1/agent").status_code == 200
-    assert any("FROM core_apikey k" in s for s in prepared())
+    before = prepared()
+    assert any("FROM core_apikey k" in s for s in before)
     with pytest.raises(IntegrityError), transaction.atomic():
         Agent.objects.create(name="twice")
         Agent.objects.create(name="twice")  # the agent's name is unique
-    # psycopg deallocated its statements with the rollback: the next request prepares
-    # the lookup anew instead of running a statement the server no longer has.
-    assert not any("FROM core_apikey k" in s for s in prepared())
-    assert api.get("/api/v1/agent").status_code == 200
-    assert any("FROM core_apikey k" in s for s in prepared())
+    assert prepared() == before
+    assert api.get("/api/v1/agent").json()["name"] == Agent.objects.get(api_keys__isnull=False).name
+    assert prepared() == before
 
 
 def test_sqlite_prepares_nothing_and_reads_as_before(api):
@@ -146,3 +151,63 @@ def test_the_system_messages_read_can_use_its_partial_index_in_a_generic_plan(ap
         finally:
             cursor.execute("DEALLOCATE system_read")
     assert "message_system_by_seq" in plan, plan
+
+
+@needs_postgresql
+def test_a_statement_is_prepared_once_whatever_the_size_of_its_integers(api):
+    """psycopg sends a small int as smallint and a large one as integer; a statement is
+    prepared once per set of parameter types, so integers go as bigint."""
+    from memoryapp.core import conversation
+    from memoryapp.core.models import Session
+
+    assert api.post(TURNS, TURN).status_code == 201
+    session = Session.objects.get(key="prepared")
+    for last in (2, 40_000, 3_000_000_000):
+        conversation._message_rows("1 = 1", [session.pk, last])
+    whole_reads = [s for s in prepared() if "FROM core_message m" in s and "1 = 1" in s]
+    assert len(whole_reads) == 1
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_that_died_while_idle_is_replaced_before_the_key_is_looked_up(api):
+    """The key's lookup is a request's first statement: it runs after Django's health
+    check of a kept connection, as connection.cursor() would."""
+    assert api.get("/api/v1/agent").status_code == 200
+    # What the start of a request does in a server (Django's test client skips it): the
+    # kept connection is to be checked before its next statement.
+    connection.close_if_unusable_or_obsolete()
+    connection.connection.close()  # the server closed it meanwhile (a restart, a failover)
+    assert api.get("/api/v1/agent").status_code == 200
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_after_a_column_type_changes_a_connection_fails_once_and_is_replaced(api):
+    """A migration that changes the type of a column a prepared statement reads makes
+    that statement fail ("cached plan must not change result type") on every connection
+    that prepared it: the first such request fails, and its connection is closed at the
+    end of it instead of failing until its age runs out."""
+    import psycopg
+
+    assert api.get("/api/v1/agent").status_code == 200
+    settings_dict = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings_dict["NAME"],
+        user=settings_dict["USER"] or None,
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+        autocommit=True,
+    )
+    try:
+        other.execute("ALTER TABLE core_apikey ALTER COLUMN name TYPE varchar(101)")
+        assert api.get("/api/v1/agent").status_code >= 500
+        # What the end of a request does in a server (the test client skips it): a
+        # connection kept otherwise would fail every request until its age ran out.
+        connection.close_if_unusable_or_obsolete()
+        assert api.get("/api/v1/agent").status_code == 200
+        assert api.get("/api/v1/agent").status_code == 200
+    finally:
+        other.execute("ALTER TABLE core_apikey ALTER COLUMN name TYPE varchar(100)")
+        other.close()
+        connection.close()  # its statements were prepared against the changed column
