@@ -116,6 +116,9 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's own recycling of database connections, off (every million tasks): workers keep
+# theirs as requests do (memoryapp/celery.py), by CONN_MAX_AGE.
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # visibility_timeout: a message a killed worker held (acks late) goes back to the queue
 # after 5 minutes; the sweep redoes such a job within a minute (workers.SWEEP_QUEUED_AFTER).

@@ -543,3 +543,34 @@ def test_lost_jobs_are_redone_under_load_beyond_what_the_queue_can_hold(
     assert workers.sweep_extractions(now=later) == 2
     statuses = list(ExtractionJob.objects.order_by("id").values_list("status", flat=True))
     assert statuses == ["done", "done", "queued"]
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="the production worker's database: run with DATABASE_URL=postgres://…",
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_keeps_its_database_connection_from_task_to_task():
+    """Celery's Django fixup closes every connection before and after each task unless
+    CELERY_DB_REUSE_MAX is set (a new connection per extraction job cost more than the
+    job); the worker keeps it as a request does, closing it only past CONN_MAX_AGE."""
+    from celery.fixups.django import DjangoWorkerFixup
+    from celery.signals import task_postrun, task_prerun
+
+    fixup = DjangoWorkerFixup(celery_app)  # what `celery worker` installs
+    connection.ensure_connection()
+    kept = connection.connection
+
+    def one_task():
+        fixup.on_task_prerun(sender=extract_turn)
+        task_prerun.send(sender=extract_turn, task_id="t", task=extract_turn, args=(), kwargs={})
+        Agent.objects.count()
+        fixup.on_task_postrun(sender=extract_turn)
+        task_postrun.send(sender=extract_turn, task_id="t", task=extract_turn, args=(), kwargs={})
+
+    for _ in range(3):
+        one_task()
+    assert connection.connection is kept
+    connection.close_at = 0  # past its age: replaced at the next task, as at a request
+    one_task()
+    assert connection.connection is not kept
