@@ -1,11 +1,12 @@
 """The Celery app: configured from Django settings (CELERY_ namespace), JSON only.
 
 A worker keeps its database connection from task to task as the web process keeps its
-own from request to request (CONN_MAX_AGE, health checks, a connection with errors
-closed): Celery's Django fixup would close it before and after every task
-(CELERY_DB_REUSE_MAX unset), and a new connection per extraction job cost more than the
-job (4 ms a job on a kept connection, 10-11 ms on a new one, in process here; on the
-same cores as the server), and would prepare the job's statements anew each time.
+own from request to request (closed past CONN_MAX_AGE, or when it fails its health check
+after errors; checked before its next statement): Celery's Django fixup would close it
+before and after every task (CELERY_DB_REUSE_MAX unset), and a new connection per
+extraction job cost more than the job (4 ms a job on a kept connection, 10-11 ms on a new
+one, in process here; on the same cores as the server), and would prepare the job's
+statements anew each time.
 """
 
 import os

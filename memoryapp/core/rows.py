@@ -116,12 +116,13 @@ _ONLY_WHEN_ASKED = 2**31 - 1
 
 def preparing() -> bool:
     """Whether fixed statements are prepared: on PostgreSQL whose connections outlive a
-    request (kept, CONN_MAX_AGE, or pooled), unless MEMORYAPP_PREPARE_STATEMENTS is off.
-    A pooler in transaction mode (README: conn_max_age=0) gets none."""
+    request (CONN_MAX_AGE), unless MEMORYAPP_PREPARE_STATEMENTS is off. A pooler in
+    transaction mode (README: conn_max_age=0) gets none, nor Django's own pool (which
+    needs conn_max_age=0 too, and would hand a connection with stale statements back
+    out instead of closing it; see _Prepared.execute)."""
     if connection.vendor != "postgresql" or not settings.MEMORYAPP_PREPARE_STATEMENTS:
         return False
-    kept = connection.settings_dict["CONN_MAX_AGE"] != 0
-    return kept or bool(connection.settings_dict["OPTIONS"].get("pool"))
+    return connection.settings_dict["CONN_MAX_AGE"] != 0
 
 
 class _Prepared:
@@ -140,11 +141,13 @@ class _Prepared:
         raw_connection.prepare_threshold = _ONLY_WHEN_ASKED
         try:
             return self._cursor.execute(sql, params, prepare=True)
-        except psycopg.errors.FeatureNotSupported:
-            # "cached plan must not change result type": a migration changed the type of
-            # a column a prepared statement reads. The connection's statements are stale;
-            # it is closed at the end of the request (or task) instead of failing until
-            # its age runs out, and the next one prepares them anew.
+        except (psycopg.errors.FeatureNotSupported, psycopg.errors.InvalidSqlStatementName):
+            # "cached plan must not change result type" (a migration changed the type of a
+            # column a prepared statement reads) or "prepared statement … does not exist"
+            # (the server lost them: a pooler in transaction mode, a DISCARD ALL): the
+            # connection's statements are stale. It is closed at the end of the request
+            # (or task) instead of failing until its age runs out; the next connection
+            # prepares them anew.
             connection.close_at = 0
             raise
         finally:
