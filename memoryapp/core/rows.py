@@ -16,9 +16,11 @@ import functools
 import weakref
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, models
 from django.utils.asyncio import async_unsafe
+from psycopg.types.numeric import Int8Dumper
 
 # Per database connection (converters are bound to it): Columns -> converters per column.
 _CONVERTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -134,8 +136,6 @@ class _Prepared:
         self._cursor = cursor
 
     def execute(self, sql: str, params: Any = None) -> Any:
-        import psycopg
-
         raw_connection = self._cursor.connection
         threshold = raw_connection.prepare_threshold
         raw_connection.prepare_threshold = _ONLY_WHEN_ASKED
@@ -160,12 +160,11 @@ class _Prepared:
         return getattr(self._cursor, name)
 
 
-@async_unsafe
-def binding_cursor(*, prepare: bool = True):
+def binding_cursor():
     """A cursor on PostgreSQL that sends the parameters apart from the statement (the
     server binds them), in Django's wrapper (errors, query log, transactions, the
     connection's health check as `connection.cursor()` has them), its statements prepared
-    when `prepare` and `preparing()`.
+    when `preparing()`.
 
     Django's default cursor writes every parameter into the text of the statement, in
     Python (for a turn's contents, 8% of an append's server time in a profile), and the
@@ -175,14 +174,16 @@ def binding_cursor(*, prepare: bool = True):
     they are compared with or written to, or a cast). Integers are sent as bigint
     whatever their size (psycopg picks int2, int4 or int8 by the value, and a statement
     is prepared once per set of parameter types: one statement would become several)."""
-    import psycopg
-    from psycopg.types.numeric import Int8Dumper
+    return _binding_cursor(preparing())
 
+
+@async_unsafe
+def _binding_cursor(prepared: bool):
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
         cursor: Any = psycopg.Cursor(connection.connection)
-        if prepare and preparing():
+        if prepared:
             cursor.adapters.register_dumper(int, Int8Dumper)
             cursor = _Prepared(cursor)
     connection.validate_thread_sharing()
@@ -195,7 +196,7 @@ def fixed_cursor():
     """The cursor for a fixed statement on a request's path: binding_cursor() when
     statements are prepared, else Django's cursor (unprepared, a small statement with its
     parameters written in is parsed faster: the key's lookup 0.23 ms against 0.29)."""
-    return binding_cursor() if preparing() else connection.cursor()
+    return _binding_cursor(True) if preparing() else connection.cursor()
 
 
 def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:
