@@ -6,8 +6,11 @@
   shown (Django's request log, error answers, the WSGI environ gunicorn logs from). From
   here on /ams/ is an API path like /api/.
 - Per-address limits (too many requests, too many wrong keys): a JSON 429 with
-  Retry-After, before any key is looked up (`/api/v1/health` is exempt). The same round
-  trip to the cache counts the request's key, whose limit authentication applies.
+  Retry-After, before anything is done (`/api/v1/health` is exempt). The count is sent
+  to the cache here and its answer read by authentication right after the key's lookup,
+  so the two round trips overlap (a refused address costs that one indexed read); where
+  no view authenticates, it is read here after the answer. The same round trip counts
+  the request's key, whose limit authentication applies.
 - Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
   agents deserve to know the request was too large, so API paths get a JSON 413.
 - A chunked body without Content-Length is read here (Django would read it as empty).
@@ -33,8 +36,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
-from memoryapp.api.auth import client_address, count_key_early
-from memoryapp.core import ratelimit, workers
+from memoryapp.api.auth import RateLimited, address_refusal, start_address_limits
+from memoryapp.core import workers
 
 AMS_PREFIX = "/ams/"
 MCP_PREFIX = "/mcp/"
@@ -71,45 +74,56 @@ class ApiBodyLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path_info.startswith(KEYED_PREFIXES):
             _key_from_path(request)
-        if request.path.startswith(API_PREFIXES) and request.path != "/api/v1/health":
-            refused = _over_address_limits(request)
-            if refused is not None:
-                return refused
-        if request.path.startswith(API_PREFIXES):
-            limit = settings.MEMORYAPP_MAX_BODY_BYTES
-            try:
-                declared = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
-            if declared > limit:
+        if not request.path.startswith(API_PREFIXES):
+            return self.get_response(request)
+        if request.path != "/api/v1/health":
+            # On its way to the cache while the request goes on: authentication reads the
+            # answer after the key's lookup, before anything is done (ApiKeyAuth).
+            start_address_limits(request)
+        try:
+            response = self._api(request)
+        except BaseException:
+            address_refusal(request)  # the cache's connection goes back to its pool
+            raise
+        # Not read yet: no view authenticated (an unknown path, a refused body, the
+        # docs), so nothing was done; a refused address is answered 429 all the same.
+        refused = address_refusal(request)
+        return response if refused is None else _too_many(refused)
+
+    def _api(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.MEMORYAPP_MAX_BODY_BYTES
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
+        if declared > limit:
+            return _too_large(limit)
+        if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", ""):
+            # No Content-Length: Django would read the body as empty (a misleading 422).
+            # Read the chunks ourselves (the server de-chunks wsgi.input), up to the limit.
+            stream = request.META.get("wsgi.input")
+            data = stream.read(limit + 1) if stream is not None else b""
+            if len(data) > limit:
                 return _too_large(limit)
-            if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", ""):
-                # No Content-Length: Django would read the body as empty (a misleading 422).
-                # Read the chunks ourselves (the server de-chunks wsgi.input), up to the limit.
-                stream = request.META.get("wsgi.input")
-                data = stream.read(limit + 1) if stream is not None else b""
-                if len(data) > limit:
-                    return _too_large(limit)
-                request._body = data
-            try:
-                request.body  # noqa: B018 (reads and caches, raising when too big)
-            except RequestDataTooBig:
-                return _too_large(limit)
-            except UnreadablePostError:
-                # Shorter than its Content-Length, and the rest never came (gunicorn.conf.py
-                # bounds each read): the connection is closed after this answer.
-                response = JsonResponse(
-                    {"detail": "the request body did not arrive (shorter than Content-Length)"},
-                    status=408,
-                )
-                response["Connection"] = "close"
-                return response
-            with workers.collect_after_answer() as later:
-                response = _as_json(request, self.get_response(request))
-            if later:  # run when the server closes the response, after sending it
-                response._resource_closers.append(lambda: workers.run_after_answer(later))
+            request._body = data
+        try:
+            request.body  # noqa: B018 (reads and caches, raising when too big)
+        except RequestDataTooBig:
+            return _too_large(limit)
+        except UnreadablePostError:
+            # Shorter than its Content-Length, and the rest never came (gunicorn.conf.py
+            # bounds each read): the connection is closed after this answer.
+            response = JsonResponse(
+                {"detail": "the request body did not arrive (shorter than Content-Length)"},
+                status=408,
+            )
+            response["Connection"] = "close"
             return response
-        return self.get_response(request)
+        with workers.collect_after_answer() as later:
+            response = _as_json(request, self.get_response(request))
+        if later:  # run when the server closes the response, after sending it
+            response._resource_closers.append(lambda: workers.run_after_answer(later))
+        return response
 
 
 def _key_from_path(request: HttpRequest) -> None:
@@ -159,31 +173,9 @@ def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     return answer
 
 
-def _over_address_limits(request: HttpRequest) -> JsonResponse | None:
-    """Too many requests, or too many wrong keys, from one client address: 429.
-
-    One round trip to the cache counts this request against the address, reads the
-    address's failed authentications and counts the request's API key (by its hash),
-    whose limit authentication then applies (ApiKeyAuth): each round trip to Redis after
-    a pause cost ~0.5 ms here, and an agent's requests come after pauses."""
-    address = client_address(request)
-    failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
-    limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
-    key = count_key_early(request)
-    failing, over, key_over = ratelimit.hit_and_check(
-        "address", address, limit, check=("auth-failure", failures), also=key
-    )
-    if key is not None:
-        request.key_counted = (key[1], key_over)  # type: ignore[attr-defined]
-    if failing is not None:
-        retry_after, detail = failing, f"too many requests with a wrong API key from {address}"
-    else:
-        retry_after = over
-        detail = f"more than {limit.count} requests in {limit.seconds} seconds from {address}"
-    if retry_after is None:
-        return None
-    response = JsonResponse({"detail": f"{detail}; retry after {retry_after} seconds"}, status=429)
-    response["Retry-After"] = str(retry_after)
+def _too_many(refused: RateLimited) -> JsonResponse:
+    response = JsonResponse({"detail": refused.detail}, status=429)
+    response["Retry-After"] = str(refused.retry_after)
     return response
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import cache
+from redis.exceptions import NoScriptError
 
 from memoryapp.lib.backoff import Backoff
 
@@ -86,7 +87,40 @@ def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int 
 Counted = tuple[str, str, Limit]  # (scope, who, limit)
 
 
-@_fail_open((None, None, None))
+_NOTHING = (None, None, None)
+
+
+class Pending:
+    """A count sent to the cache whose answer is read later (`answer()`, once): the
+    request's own work (the key's lookup in the database) runs while the cache answers.
+    `read` tells whether the answer was read (the cache's connection is back in its
+    pool)."""
+
+    def __init__(self, finish: Callable[[], tuple[int | None, int | None, int | None]]):
+        self._finish = finish
+        self._answer: tuple[int | None, int | None, int | None] | None = None
+
+    @classmethod
+    def known(cls, answer: tuple[int | None, int | None, int | None]) -> Pending:
+        pending = cls(lambda: answer)
+        pending._answer = answer
+        return pending
+
+    @property
+    def read(self) -> bool:
+        return self._answer is not None
+
+    def answer(self) -> tuple[int | None, int | None, int | None]:
+        if self._answer is None:
+            self._answer = self._finish()
+        return self._answer
+
+
+def _failed(exc: Exception) -> None:
+    logger.warning("rate limits off for %ss, the cache failed: %s", CACHE_BACKOFF_SECONDS, exc)
+    _cache_backoff.failed()
+
+
 def hit_and_check(
     scope: str,
     who: str,
@@ -103,6 +137,21 @@ def hit_and_check(
     the key is looked up: a refused request creates no counter). Answers (seconds until
     the blocking window ends or None, seconds until this window ends when over `limit`
     or None, the same for `also`)."""
+    return start_hit_and_check(scope, who, limit, check=check, also=also, now=now).answer()
+
+
+def start_hit_and_check(
+    scope: str,
+    who: str,
+    limit: Limit,
+    *,
+    check: tuple[str, Limit] | None = None,
+    also: Counted | None = None,
+    now: float | None = None,
+) -> Pending:
+    """hit_and_check, sent now and answered by the Pending's `answer()`: with Redis the
+    script is on its way while the caller goes on; in process memory it is already
+    answered. Fails open as the rest: a cache that fails answers nothing is over."""
     now = time.time() if now is None else now
     read = None
     if check is not None and check[1].count > 0:
@@ -113,19 +162,32 @@ def hit_and_check(
         for s, w, lim, conditional in wanted
         if lim.count > 0
     ]
-    if read is None and not counted:
-        return None, None, None
-    read_value, counts = _counters().read_and_count(read, counted)
-    refused_by = None
-    if read is not None and read_value >= read[1]:
-        refused_by = max(1, _window(check[1], now)[1])
-    overs: list[int | None] = []
-    for _, _, lim, _ in wanted:
-        over = None
-        if lim.count > 0 and counts.pop(0) > lim.count:
-            over = max(1, _window(lim, now)[1])
-        overs.append(over)
-    return refused_by, overs[0], (overs[1] if also is not None else None)
+    if (read is None and not counted) or _cache_backoff.waiting():
+        return Pending.known(_NOTHING)
+    try:
+        finish = _counters().start_read_and_count(read, counted)
+    except Exception as exc:  # the cache's client raises its own connection errors
+        _failed(exc)
+        return Pending.known(_NOTHING)
+
+    def answer() -> tuple[int | None, int | None, int | None]:
+        try:
+            read_value, counts = finish()
+        except Exception as exc:
+            _failed(exc)
+            return _NOTHING
+        refused_by = None
+        if read is not None and read_value >= read[1]:
+            refused_by = max(1, _window(check[1], now)[1])
+        overs: list[int | None] = []
+        for _, _, lim, _ in wanted:
+            over = None
+            if lim.count > 0 and counts.pop(0) > lim.count:
+                over = max(1, _window(lim, now)[1])
+            overs.append(over)
+        return refused_by, overs[0], (overs[1] if also is not None else None)
+
+    return Pending(answer)
 
 
 def _name(scope: str, who: str, limit: Limit, now: float) -> str:
@@ -166,6 +228,13 @@ class _CacheCounters:
             counts.append(n)
         return value, counts
 
+    def start_read_and_count(
+        self, read: Read, counted: Counters
+    ) -> Callable[[], tuple[int, list[int]]]:
+        """In process memory there is no round trip to overlap: counted now."""
+        answer = self.read_and_count(read, counted)
+        return lambda: answer
+
 
 # _CacheCounters.read_and_count in Redis, as one script: KEYS the counter read ('' for
 # none) then the counters; ARGV the read's limit, then each counter's timeout, limit and
@@ -199,13 +268,45 @@ class _RedisCounters:
         self.script = self.client.register_script(_READ_AND_COUNT)
 
     def read_and_count(self, read: Read, counted: Counters) -> tuple[int, list[int]]:
+        return self.start_read_and_count(read, counted)()
+
+    def start_read_and_count(
+        self, read: Read, counted: Counters
+    ) -> Callable[[], tuple[int, list[int]]]:
+        """Send the script on a connection of the client's pool and answer a function
+        that reads its reply and puts the connection back (call it exactly once): the
+        caller's own round trips run while Redis answers. A script Redis does not have
+        (a restart, SCRIPT FLUSH) is sent whole, and Redis keeps it."""
         keys = [cache.make_and_validate_key(read[0]) if read else ""]
         args: list[int] = [read[1] if read else 0]
         for name, timeout, limit, conditional in counted:
             keys.append(cache.make_and_validate_key(name))
             args += [timeout, limit, int(conditional)]
-        value, *counts = self.script(keys=keys, args=args)
-        return int(value), [int(n) for n in counts]
+        pool = self.client.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
+        except BaseException:
+            connection.disconnect()
+            pool.release(connection)
+            raise
+
+        def finish() -> tuple[int, list[int]]:
+            try:
+                try:
+                    reply = connection.read_response()
+                except NoScriptError:
+                    connection.send_command("EVAL", self.script.script, len(keys), *keys, *args)
+                    reply = connection.read_response()
+            except BaseException:
+                connection.disconnect()  # a reply half read must not reach the next user
+                raise
+            finally:
+                pool.release(connection)
+            value, *counts = reply
+            return int(value), [int(n) for n in counts]
+
+        return finish
 
 
 _counter_store: _CacheCounters | _RedisCounters | None = None
