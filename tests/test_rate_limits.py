@@ -40,6 +40,36 @@ def test_an_address_over_its_limit_gets_429_before_anything_is_done(api, setting
     assert Client().get(f"{BASE}/health").status_code == 200  # health checks are exempt
 
 
+def test_a_refused_address_changes_nothing_through_ams_or_mcp(api, settings):
+    """The other APIs read the address's count in the same authentication: a refused
+    address's write through Redis Agent Memory Server's API or an MCP tool call is
+    answered 429 and stores nothing."""
+    from memoryapp.core.models import Memory
+
+    settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "1/60"
+    assert api.get(f"{BASE}/sessions").status_code == 200
+    ams = Client().put(
+        f"/ams/{api.key}/v1/working-memory/s",
+        {"messages": [{"id": "1", "role": "user", "content": "hi"}]},
+        content_type="application/json",
+    )
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "x"}},
+    }
+    mcp = Client().post(
+        f"/mcp/{api.key}",
+        call,
+        content_type="application/json",
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert (ams.status_code, mcp.status_code) == (429, 429)
+    assert "Retry-After" in ams and "Retry-After" in mcp
+    assert not Session.objects.exists() and not Memory.objects.exists()
+
+
 def test_a_refused_address_gets_429_where_no_view_authenticates(api, settings):
     """The address's count is read by authentication; where no view authenticates (an
     unknown path, a body refused before any view, the API's docs) the middleware reads
@@ -197,7 +227,13 @@ def test_every_answer_puts_the_limits_connection_back(api, settings, monkeypatch
     out = []
     real_get, real_release = pool.get_connection, pool.release
     monkeypatch.setattr(pool, "get_connection", lambda: out.append(1) or real_get())
-    monkeypatch.setattr(pool, "release", lambda c: out.pop() and real_release(c))
+
+    def release(connection):
+        assert connection._sock is None or not connection.can_read()  # no reply left unread
+        out.pop()
+        real_release(connection)
+
+    monkeypatch.setattr(pool, "release", release)
     answers = [
         api.get(f"{BASE}/sessions").status_code,
         api.get(f"{BASE}/nowhere").status_code,

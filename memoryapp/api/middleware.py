@@ -88,7 +88,13 @@ class ApiBodyLimitMiddleware:
         # Not read yet: no view authenticated (an unknown path, a refused body, the
         # docs), so nothing was done; a refused address is answered 429 all the same.
         refused = address_refusal(request)
-        return response if refused is None else _too_many(refused)
+        if refused is None:
+            return response
+        answer = _too_many(refused)
+        if "Connection" in response:  # a body that never arrived: the connection closes
+            answer["Connection"] = response["Connection"]
+        response.close()
+        return answer
 
     def _api(self, request: HttpRequest) -> HttpResponse:
         limit = settings.MEMORYAPP_MAX_BODY_BYTES

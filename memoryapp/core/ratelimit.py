@@ -112,6 +112,8 @@ class Pending:
 
     def answer(self) -> tuple[int | None, int | None, int | None]:
         if self._answer is None:
+            # Read once, even when reading fails: the connection is back in its pool.
+            self._answer = _NOTHING
             self._answer = self._finish()
         return self._answer
 
