@@ -8,12 +8,15 @@ tests compare it with itself (they still check the answer's numbers).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memoryapp.core import conversation
-from memoryapp.core.models import ExtractionJob, Message, Session, Turn
+from memoryapp.core.models import ExtractionJob, IdempotencyRecord, Message, Session, Turn
 
 pytestmark = pytest.mark.django_db
 
@@ -119,14 +122,55 @@ def test_the_one_statement_append_stores_and_answers_what_the_general_path_does(
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the one-statement append is PostgreSQL's"
 )
-def test_on_postgresql_an_append_to_a_live_session_is_one_statement(api):
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_on_postgresql_an_append_to_a_live_session_is_one_statement(api, idempotent):
+    """With an Idempotency-Key too (what agents/client.py sends with every append): the
+    record of the answer is written by the same statement. Before, a transaction of its
+    own around the statement and an INSERT: four round trips, 1.06 ms more in process."""
     assert api.put("/api/v1/sessions/live", {}).status_code == 201
+    headers = {"Idempotency-Key": "once"} if idempotent else None
     with CaptureQueriesContext(connection) as queries:
-        response = api.post("/api/v1/sessions/live/turns", BODY)
+        response = api.post("/api/v1/sessions/live/turns", BODY, headers=headers)
     assert response.status_code == 201
-    statements = [q["sql"] for q in queries.captured_queries if "core_apikey" not in q["sql"]]
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "core_apikey" not in q["sql"] and "SAVEPOINT" not in q["sql"]  # the test's own
+    ]
     # Prepared, the query log shows it as Django's fallback "QUERY = '…' - PARAMS = …".
     assert len(statements) == 1 and "WITH s AS" in statements[0][:40]
+    assert IdempotencyRecord.objects.count() == (1 if idempotent else 0)
+
+
+@pytest.mark.parametrize("microsecond", [0, 120000])
+def test_an_idempotent_appends_answer_is_written_as_the_general_path_writes_it(
+    api, monkeypatch, microsecond
+):
+    """The one statement writes the answer it records (and answers) in SQL: its times as
+    session_summary writes them (isoformat: microseconds only when there are any), its
+    numbers and metadata as the session row holds them; a retry answers it again."""
+    moment = datetime(2026, 11, 24, 23, 31, 41, microsecond, tzinfo=UTC)
+    monkeypatch.setattr(timezone, "now", lambda: moment)
+    results = {}
+    for path in ("one statement", "general"):
+        if path == "general":
+            monkeypatch.setattr(conversation, "_ONE_STATEMENT", {})
+        key = f"s-{path.replace(' ', '-')}"
+        body = {"ttl_seconds": 90, "metadata": {"b": 1, "a": [2.5], "c": {"z": None}}}
+        assert api.put(f"/api/v1/sessions/{key}", body).status_code == 201
+        headers = {"Idempotency-Key": "k"}
+        answer = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
+        again = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
+        assert answer.status_code == again.status_code == 201
+        assert again.headers["Idempotent-Replayed"] == "true" and again.json() == answer.json()
+        record = IdempotencyRecord.objects.get(session__key=key).response
+        results[path] = [
+            {**a, "session": {**a["session"], "key": "-"}} for a in (answer.json(), record)
+        ]
+    assert results["one statement"] == results["general"]
+    stored = results["general"][1]["session"]
+    expected = (moment + timedelta(seconds=90)).isoformat()
+    assert stored["expires_at"] == expected and ("." in expected) == bool(microsecond)
 
 
 @pytest.mark.parametrize("state", ["absent", "expired"])

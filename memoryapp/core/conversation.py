@@ -313,9 +313,49 @@ WITH s AS (
         findings_added, context_items_set, created_at, queued_at)
     SELECT t.id, t.session_id, %(queued)s, 0, '', 0, 0, %(now)s, %(now)s FROM t
     RETURNING id
+), a AS (
+    -- With an Idempotency-Key: the answer (_stored_turn's, written here so that the
+    -- record of it is part of this statement), recorded for retries and answered.
+    SELECT json_build_object(
+        'iteration', s.turn_count,
+        'first_seq', s.message_count - %(n)s + 1,
+        'last_seq', s.message_count,
+        'token_counts', to_json(%(counts)s::int[]),
+        'session', json_build_object(
+            'key', s."key", 'goal', s.goal, 'status', s.status, 'metadata', s.metadata,
+            'ttl_seconds', s.ttl_seconds,
+            'created_at', {created_at}, 'last_activity_at', {last_activity_at},
+            'expires_at', {expires_at},
+            'totals', json_build_object(
+                'messages', s.message_count, 'tokens', s.token_count,
+                'input_tokens', s.input_tokens, 'output_tokens', s.output_tokens,
+                'turns', s.turn_count
+            )
+        )
+    ) AS answer
+    FROM s WHERE %(idempotency_key)s <> ''
+), r AS (
+    INSERT INTO core_idempotencyrecord (session_id, "key", request_hash, response, created_at)
+    SELECT s.id, %(idempotency_key)s, %(request_hash)s, a.answer::jsonb, %(now)s FROM s, a
 )
-SELECT s.*, j.id FROM s, j
+SELECT s.*, j.id, (SELECT answer::text FROM a) FROM s, j
 """
+
+
+def _isoformat_sql(column: str) -> str:
+    """SQL for a timestamptz as Python's isoformat() writes an aware UTC datetime (what
+    session_summary answers): microseconds only when there are any."""
+    utc = f"(s.{column} AT TIME ZONE 'UTC')"
+    return (
+        f"to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN "
+        f"date_part('microseconds', s.{column})::bigint %% 1000000 = 0 THEN '' "
+        f"ELSE to_char({utc}, '.US') END || '+00:00'"
+    )
+
+
+_APPEND_PG = _APPEND_PG.format(
+    **{c: _isoformat_sql(c) for c in ("created_at", "last_activity_at", "expires_at")}
+)
 _ONE_STATEMENT = {"postgresql": _APPEND_PG}
 _RETURNED = (
     "id", "key", "goal", "status", "metadata", "ttl_seconds", "created_at", "last_activity_at",
@@ -359,22 +399,26 @@ def _append_in_one_statement(
         "tool_calls": [json.dumps(m.tool_calls) if m.tool_calls else None for m in turn.messages],
         "counts": counts,
         "queued": ExtractionJob.Status.QUEUED,
+        "request_hash": request_hash,
     }
-    # Without an Idempotency-Key the statement is its own transaction (one round trip);
-    # with one, the record of the answer commits with it.
+    # The statement is its own transaction (one round trip), with an Idempotency-Key the
+    # record of its answer too; inside a caller's transaction, a savepoint keeps that
+    # transaction usable when a concurrent retry's record wins.
     try:
-        with transaction.atomic() if idempotency_key else nullcontext():
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
             with rows.binding_cursor() as cursor:
                 cursor.execute(_ONE_STATEMENT[connection.vendor], params)
                 row = cursor.fetchone()
             if row is None:
                 return None
-            values = dict(zip(_RETURNED, row[:-1], strict=True))
-            if isinstance(values["metadata"], str):  # Django reads jsonb as text
-                values["metadata"] = json.loads(values["metadata"])
-            session = Session(agent=agent, **values)
-            job_id = row[-1]
-            response = _stored_turn(session, counts, idempotency_key, request_hash)
+            job_id, answer = row[-2], row[-1]
+            if answer is not None:
+                response = json.loads(answer)
+            else:
+                values = dict(zip(_RETURNED, row[:-2], strict=True))
+                if isinstance(values["metadata"], str):  # Django reads jsonb as text
+                    values["metadata"] = json.loads(values["metadata"])
+                response = _stored_turn(Session(agent=agent, **values), counts, None, "")
             transaction.on_commit(lambda: dispatch_after_answer(job_id), robust=True)
     except IntegrityError:
         # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
