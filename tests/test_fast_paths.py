@@ -135,11 +135,37 @@ def test_on_postgresql_an_append_to_a_live_session_is_one_statement(api, idempot
     statements = [
         q["sql"]
         for q in queries.captured_queries
-        if "core_apikey" not in q["sql"] and "SAVEPOINT" not in q["sql"]  # the test's own
+        # The savepoint a keyed append takes inside a caller's transaction (the test's).
+        if "core_apikey" not in q["sql"] and "SAVEPOINT" not in q["sql"]
     ]
     # Prepared, the query log shows it as Django's fallback "QUERY = '…' - PARAMS = …".
     assert len(statements) == 1 and "WITH s AS" in statements[0][:40]
     assert IdempotencyRecord.objects.count() == (1 if idempotent else 0)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the one-statement append is PostgreSQL's"
+)
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_keyed_append_opens_none(api, monkeypatch):
+    """In autocommit (as a request runs) the keyed append's one statement is its own
+    transaction: no transaction.atomic, whose BEGIN is a round trip of its own."""
+    import traceback
+
+    opened = []
+    real = conversation.transaction.atomic
+
+    def atomic(*args, **kwargs):
+        caller = traceback.extract_stack()[-2]
+        if caller.filename == conversation.__file__:  # not the in-process extraction's
+            opened.append(caller.lineno)
+        return real(*args, **kwargs)
+
+    assert api.put("/api/v1/sessions/auto", {}).status_code == 201
+    monkeypatch.setattr(conversation.transaction, "atomic", atomic)
+    headers = {"Idempotency-Key": "k"}
+    assert api.post("/api/v1/sessions/auto/turns", BODY, headers=headers).status_code == 201
+    assert opened == [] and IdempotencyRecord.objects.count() == 1
 
 
 @pytest.mark.parametrize("microsecond", [0, 120000])

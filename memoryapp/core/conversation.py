@@ -324,8 +324,8 @@ WITH s AS (
         'session', json_build_object(
             'key', s."key", 'goal', s.goal, 'status', s.status, 'metadata', s.metadata,
             'ttl_seconds', s.ttl_seconds,
-            'created_at', {created_at}, 'last_activity_at', {last_activity_at},
-            'expires_at', {expires_at},
+            'created_at', @created_at@, 'last_activity_at', @last_activity_at@,
+            'expires_at', @expires_at@,
             'totals', json_build_object(
                 'messages', s.message_count, 'tokens', s.token_count,
                 'input_tokens', s.input_tokens, 'output_tokens', s.output_tokens,
@@ -353,9 +353,8 @@ def _isoformat_sql(column: str) -> str:
     )
 
 
-_APPEND_PG = _APPEND_PG.format(
-    **{c: _isoformat_sql(c) for c in ("created_at", "last_activity_at", "expires_at")}
-)
+for _column in ("created_at", "last_activity_at", "expires_at"):
+    _APPEND_PG = _APPEND_PG.replace(f"@{_column}@", _isoformat_sql(_column))
 _ONE_STATEMENT = {"postgresql": _APPEND_PG}
 _RETURNED = (
     "id", "key", "goal", "status", "metadata", "ttl_seconds", "created_at", "last_activity_at",
@@ -403,9 +402,10 @@ def _append_in_one_statement(
     }
     # The statement is its own transaction (one round trip), with an Idempotency-Key the
     # record of its answer too; inside a caller's transaction, a savepoint keeps that
-    # transaction usable when a concurrent retry's record wins.
+    # transaction usable when a concurrent retry's record wins (only a key can conflict).
+    nested = idempotency_key and connection.in_atomic_block
     try:
-        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        with transaction.atomic() if nested else nullcontext():
             with rows.binding_cursor() as cursor:
                 cursor.execute(_ONE_STATEMENT[connection.vendor], params)
                 row = cursor.fetchone()
