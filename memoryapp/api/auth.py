@@ -6,7 +6,7 @@ for a while (the middleware answers its requests 429)."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja.security import HttpBearer
 
@@ -20,6 +20,12 @@ class RateLimited(Exception):
         super().__init__(detail)
         self.retry_after = retry_after
         self.detail = detail
+
+    def response(self) -> JsonResponse:
+        """The 429 outside django-ninja (its API answers through `api._rate_limited`)."""
+        response = JsonResponse({"detail": self.detail}, status=429)
+        response["Retry-After"] = str(self.retry_after)
+        return response
 
 
 # Longer is no key of ours: refused without a lookup.
@@ -44,7 +50,7 @@ def count_key_early(request: HttpRequest) -> ratelimit.Counted | None:
     cache, before the key is looked up: the key's limit by the token's hash. Only with
     Redis (in process memory there is no round trip to save) and while wrong keys are
     limited: a wrong token is counted under its own hash, only when its address is
-    refused nothing (ratelimit.hit_and_check), so an address makes at most as many such
+    refused nothing (ratelimit.start_hit_and_check), so an address makes at most as many such
     counters per window as it may send wrong keys. None: authentication counts the key."""
     limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
     failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)

@@ -57,9 +57,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     try:
         api_key = ApiKeyAuth().authenticate(request, raw_key)
     except RateLimited as exc:
-        response = JsonResponse({"detail": exc.detail}, status=429)
-        response["Retry-After"] = str(exc.retry_after)
-        return response
+        return exc.response()
     if api_key is None:
         return _unauthorized()
     if request.method != "POST":

@@ -36,7 +36,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
-from memoryapp.api.auth import RateLimited, address_refusal, start_address_limits
+from memoryapp.api.auth import address_refusal, start_address_limits
 from memoryapp.core import workers
 
 AMS_PREFIX = "/ams/"
@@ -90,7 +90,7 @@ class ApiBodyLimitMiddleware:
         refused = address_refusal(request)
         if refused is None:
             return response
-        answer = _too_many(refused)
+        answer = refused.response()
         if "Connection" in response:  # a body that never arrived: the connection closes
             answer["Connection"] = response["Connection"]
         response.close()
@@ -177,12 +177,6 @@ def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if header in response:
             answer[header] = response[header]
     return answer
-
-
-def _too_many(refused: RateLimited) -> JsonResponse:
-    response = JsonResponse({"detail": refused.detail}, status=429)
-    response["Retry-After"] = str(refused.retry_after)
-    return response
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

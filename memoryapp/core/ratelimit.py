@@ -44,10 +44,7 @@ def _fail_open(default: Any) -> Callable:
             try:
                 return function(*args, **kwargs)
             except Exception as exc:  # the cache's client raises its own connection errors
-                logger.warning(
-                    "rate limits off for %ss, the cache failed: %s", CACHE_BACKOFF_SECONDS, exc
-                )
-                _cache_backoff.failed()
+                _failed(exc)
                 return default() if callable(default) else default
 
         return guarded
@@ -80,8 +77,8 @@ def _window(limit: Limit, now: float) -> tuple[int, int]:
 
 def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Count one request of `who` in `scope`: None when within the limit, else the
-    seconds until the window ends (fails open as hit_and_check does)."""
-    return hit_and_check(scope, who, limit, now=now)[1]
+    seconds until the window ends (fails open as start_hit_and_check does)."""
+    return start_hit_and_check(scope, who, limit, now=now).answer()[1]
 
 
 Counted = tuple[str, str, Limit]  # (scope, who, limit)
@@ -92,9 +89,7 @@ _NOTHING = (None, None, None)
 
 class Pending:
     """A count sent to the cache whose answer is read later (`answer()`, once): the
-    request's own work (the key's lookup in the database) runs while the cache answers.
-    `read` tells whether the answer was read (the cache's connection is back in its
-    pool)."""
+    request's own work (the key's lookup in the database) runs while the cache answers."""
 
     def __init__(self, finish: Callable[[], tuple[int | None, int | None, int | None]]):
         self._finish = finish
@@ -105,10 +100,6 @@ class Pending:
         pending = cls(lambda: answer)
         pending._answer = answer
         return pending
-
-    @property
-    def read(self) -> bool:
-        return self._answer is not None
 
     def answer(self) -> tuple[int | None, int | None, int | None]:
         if self._answer is None:
@@ -123,25 +114,6 @@ def _failed(exc: Exception) -> None:
     _cache_backoff.failed()
 
 
-def hit_and_check(
-    scope: str,
-    who: str,
-    limit: Limit,
-    *,
-    check: tuple[str, Limit] | None = None,
-    also: Counted | None = None,
-    now: float | None = None,
-) -> tuple[int | None, int | None, int | None]:
-    """Count one request of `who` in `scope` and read, in the same round trip to the
-    cache, whether `who` is at its limit in the scope `check` names (not counted
-    there). `also` is counted in that round trip too, only when the request is not
-    refused by `check` or `limit` (the request's API key, by its token's hash, before
-    the key is looked up: a refused request creates no counter). Answers (seconds until
-    the blocking window ends or None, seconds until this window ends when over `limit`
-    or None, the same for `also`)."""
-    return start_hit_and_check(scope, who, limit, check=check, also=also, now=now).answer()
-
-
 def start_hit_and_check(
     scope: str,
     who: str,
@@ -151,9 +123,16 @@ def start_hit_and_check(
     also: Counted | None = None,
     now: float | None = None,
 ) -> Pending:
-    """hit_and_check, sent now and answered by the Pending's `answer()`: with Redis the
-    script is on its way while the caller goes on; in process memory it is already
-    answered. Fails open as the rest: a cache that fails answers nothing is over."""
+    """Count one request of `who` in `scope` and read, in the same round trip to the
+    cache, whether `who` is at its limit in the scope `check` names (not counted
+    there). `also` is counted in that round trip too, only when the request is not
+    refused by `check` or `limit` (the request's API key, by its token's hash, before
+    the key is looked up: a refused request creates no counter). Sent now, answered by
+    the Pending's `answer()`: with Redis the script is on its way while the caller goes
+    on; in process memory it is already answered. The answer: (seconds until the
+    blocking window ends or None, seconds until this window ends when over `limit` or
+    None, the same for `also`). Fails open as the rest: a cache that fails answers
+    nothing is over."""
     now = time.time() if now is None else now
     read = None
     if check is not None and check[1].count > 0:
@@ -268,9 +247,6 @@ class _RedisCounters:
     def __init__(self) -> None:
         self.client = cache._cache.get_client(None, write=True)
         self.script = self.client.register_script(_READ_AND_COUNT)
-
-    def read_and_count(self, read: Read, counted: Counters) -> tuple[int, list[int]]:
-        return self.start_read_and_count(read, counted)()
 
     def start_read_and_count(
         self, read: Read, counted: Counters
