@@ -215,3 +215,71 @@ def test_after_the_server_loses_the_statements_a_connection_fails_once_and_is_re
     # What the end of a request does in a server (the test client skips it).
     connection.close_if_unusable_or_obsolete()
     assert api.get("/api/v1/agent").status_code == 200
+
+
+@needs_postgresql
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "2026-11-20 10:00:00+00",
+        "2026-11-20 10:00:00.000500+00",
+        "2026-11-20 10:00:00.999999+00",
+        "1969-07-20 20:17:40.123456+00",
+        "0099-01-01 00:00:00+00",
+        "9999-12-31 23:59:59.999999+00",
+        "2026-03-29 02:30:00+05:30",  # written with another zone: read back in UTC
+    ],
+)
+def test_a_fixed_statement_reads_times_as_the_orm_reads_them(api, moment):
+    """The fixed statements load a time by psycopg's own loader, not Django's (which
+    wraps it in Python and sets the zone again): where both zones are UTC, the same
+    value, tzinfo included."""
+    from datetime import UTC
+
+    import psycopg
+
+    from memoryapp.core import conversation
+    from memoryapp.core.models import Message, Session
+
+    assert api.post(TURNS, TURN).status_code == 201
+    session = Session.objects.get(key="prepared")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE core_message SET created_at = %s::timestamptz, "
+            "removed_at = %s::timestamptz WHERE session_id = %s",
+            [moment, moment, session.pk],
+        )
+    read = conversation._message_rows("1 = 1", [session.pk, session.message_count])
+    orm = list(
+        Message.objects.filter(session=session).order_by("seq").values("created_at", "removed_at")
+    )
+    assert [(m["created_at"], m["removed_at"]) for m in read] == [
+        (m["created_at"], m["removed_at"]) for m in orm
+    ]
+    assert all(m["created_at"].tzinfo is UTC and m["removed_at"].tzinfo is UTC for m in read)
+    with rows.binding_cursor() as cursor:
+        loader = cursor.cursor.adapters.get_loader(rows._TIMESTAMPTZ, psycopg.pq.Format.TEXT)
+    assert loader is psycopg.adapters.get_loader(rows._TIMESTAMPTZ, psycopg.pq.Format.TEXT)
+
+
+@needs_postgresql
+def test_a_connection_in_another_zone_reads_times_through_djangos_loader(api):
+    """A connection whose zone is not UTC (a SET TIME ZONE) keeps Django's loader, which
+    labels the time with Django's zone as the ORM does."""
+    from memoryapp.core import conversation
+    from memoryapp.core.models import Message, Session
+
+    assert api.post(TURNS, TURN).status_code == 201
+    session = Session.objects.get(key="prepared")
+    with connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'Asia/Kolkata'")
+    try:
+        read = conversation._message_rows("1 = 1", [session.pk, session.message_count])
+        orm = list(Message.objects.filter(session=session).order_by("seq").values("created_at"))
+        assert [m["created_at"] for m in read] == [m["created_at"] for m in orm]
+        assert [m["created_at"].utcoffset() for m in read] == [
+            m["created_at"].utcoffset() for m in orm
+        ]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'UTC'")

@@ -12,6 +12,7 @@ its read with the queryset it replaces.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import weakref
 from typing import Any
@@ -20,7 +21,16 @@ import psycopg
 from django.conf import settings
 from django.db import connection, models
 from django.utils.asyncio import async_unsafe
+from psycopg.pq import Format
 from psycopg.types.numeric import Int8Dumper
+
+_TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
+# psycopg's own loader of a timestamptz (its C one with psycopg[binary]). Django's
+# connections load times through a Python loader that wraps it and then sets the tzinfo
+# (for a connection whose zone is not Django's); where both zones are UTC that is the
+# same value, at ten times the cost: 2,000 messages' created_at took 2.4 ms to load
+# against 0.2 for a timestamp without a zone.
+_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, Format.TEXT)
 
 # Per database connection (converters are bound to it): Columns -> converters per column.
 _CONVERTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -173,7 +183,9 @@ def binding_cursor():
     parameters must each have a type PostgreSQL can tell from where they stand (a column
     they are compared with or written to, or a cast). Integers are sent as bigint
     whatever their size (psycopg picks int2, int4 or int8 by the value, and a statement
-    is prepared once per set of parameter types: one statement would become several)."""
+    is prepared once per set of parameter types: one statement would become several).
+    Times are loaded by psycopg's own loader where it gives what Django's would
+    (_TIMESTAMPTZ_LOADER)."""
     return _binding_cursor(preparing())
 
 
@@ -182,7 +194,11 @@ def _binding_cursor(prepared: bool):
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        cursor: Any = psycopg.Cursor(connection.connection)
+        raw_connection = connection.connection
+        cursor: Any = psycopg.Cursor(raw_connection)
+        if connection.timezone is datetime.UTC and raw_connection.info.timezone is datetime.UTC:
+            # What Django's loader would give: an aware time in UTC (see _TIMESTAMPTZ_LOADER).
+            cursor.adapters.register_loader(_TIMESTAMPTZ, _TIMESTAMPTZ_LOADER)
         if prepared:
             cursor.adapters.register_dumper(int, Int8Dumper)
             cursor = _Prepared(cursor)
