@@ -219,6 +219,9 @@ CACHES = {
 # Prepare the fixed statements on every request's path (the key's lookup, the append,
 # the restore's reads) on PostgreSQL connections kept across requests (core/rows.py).
 MEMORYAPP_PREPARE_STATEMENTS = env_bool("MEMORYAPP_PREPARE_STATEMENTS", True)
+# Hand the agent's hottest requests (append, restore, context, GET /agent) to their view
+# without the page middleware and the URL resolver (api/lane.py); false: the whole stack.
+MEMORYAPP_API_LANE = env_bool("MEMORYAPP_API_LANE", True)
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
 
