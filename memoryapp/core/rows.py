@@ -76,10 +76,16 @@ class Columns:
         return [dict(zip(names, self._converted(r, 0, converters), strict=True)) for r in rows]
 
     def _converters(self) -> list:
+        """(index, expression, converters) of each column that has converters (on
+        PostgreSQL a message's JSON columns only, of its eleven)."""
         per_connection = _CONVERTERS.setdefault(_wrapper(), {})
         converters = per_connection.get(self)
         if converters is None:
-            converters = per_connection[self] = [_converters(f) for f in self.fields]
+            converters = per_connection[self] = [
+                (i, expression, convert)
+                for i, (expression, convert) in enumerate(_converters(f) for f in self.fields)
+                if convert
+            ]
         return converters
 
     def _converted(self, row: tuple | list, start: int, converters: list) -> list:
@@ -87,9 +93,9 @@ class Columns:
         # each): skipping them saves two calls per message for its JSON columns, mostly
         # NULL, in a restore.
         values = list(row[start : start + len(self.fields)])
-        for i, (expression, convert) in enumerate(converters):
-            if convert and values[i] is not None:
-                value = values[i]
+        for i, expression, convert in converters:
+            value = values[i]
+            if value is not None:
                 for function in convert:
                     value = function(value, expression, connection)
                 values[i] = value
