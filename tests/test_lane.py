@@ -60,21 +60,47 @@ REQUESTS = [
 
 def _send(client: Client, key: str, method: str, path: str, body, headers: dict):
     headers = {"Authorization": f"Bearer {key}", **headers}
+    extra = {}
+    if "Host" in headers:  # the test client takes the Host from SERVER_NAME otherwise
+        extra["HTTP_HOST"] = headers.pop("Host")
     if body is None:
-        return getattr(client, method)(path, headers=headers)
+        return getattr(client, method)(path, headers=headers, **extra)
     data = body if isinstance(body, str) else json.dumps(body)
-    return getattr(client, method)(path, data, content_type="application/json", headers=headers)
+    return getattr(client, method)(
+        path, data, content_type="application/json", headers=headers, **extra
+    )
 
 
-def _both(api_key: str, method: str, path: str, body, headers: dict):
+def _both(api_key: str, method: str, path: str, body, headers: dict, cookies: str = ""):
     """(through the lane, through the whole stack), each from the same database state."""
     answers = []
     for on in (True, False):
         with override_settings(MEMORYAPP_API_LANE=on), transaction.atomic():
-            response = _send(Client(), api_key, method, path, body, headers)
+            client = Client(raise_request_exception=False)
+            if cookies:
+                client.cookies.load(cookies)
+            response = _send(client, api_key, method, path, body, dict(headers))
             answers.append(response)
             transaction.set_rollback(True)
     return answers
+
+
+def _same(through_lane, whole) -> None:
+    assert through_lane.status_code == whole.status_code
+    assert dict(through_lane.headers) == dict(whole.headers)
+    assert through_lane.content == whole.content
+    assert _cookies(through_lane) == _cookies(whole)
+
+
+def _cookies(response) -> dict:
+    """The cookies an answer sets, a new CSRF token's value aside (random each time)."""
+    return {
+        name: (
+            "<new token>" if name == "csrftoken" and morsel.value else morsel.value,
+            {attribute: morsel[attribute] for attribute in ("max-age", "path", "samesite")},
+        )
+        for name, morsel in response.cookies.items()
+    }
 
 
 @pytest.fixture
@@ -90,11 +116,80 @@ def session_with_history(api, monkeypatch):
 def test_an_answer_through_the_lane_is_the_whole_stacks(
     session_with_history, api_key, method, path, body, headers
 ):
-    through_lane, whole = _both(api_key, method, path, body, headers)
-    assert through_lane.status_code == whole.status_code
-    assert dict(through_lane.headers) == dict(whole.headers)
-    assert through_lane.content == whole.content
-    assert dict(through_lane.cookies) == dict(whole.cookies)
+    _same(*_both(api_key, method, path, body, headers))
+
+
+@pytest.mark.parametrize("path", ["/api/v1/agent", SESSION + "/history", SESSION + "/turns"])
+def test_a_host_not_allowed_is_refused_on_the_lane_too(session_with_history, api_key, path):
+    method, body = ("post", TURN) if path.endswith("/turns") else ("get", None)
+    through_lane, whole = _both(api_key, method, path, body, {"Host": "evil.example"})
+    assert whole.status_code == 400
+    _same(through_lane, whole)
+
+
+@pytest.mark.parametrize(
+    "cookies", ["sessionid=x", "sessionid=", "csrftoken=bad", "sessionid=abcdefghijklmnop"]
+)
+@pytest.mark.parametrize("path", ["/api/v1/agent", SESSION + "/history"])
+def test_a_request_with_cookies_is_answered_as_the_whole_stack_answers_it(
+    session_with_history, api_key, path, cookies
+):
+    _same(*_both(api_key, "get", path, None, {}, cookies))
+
+
+@pytest.mark.parametrize(
+    "error,status", [("operational", 503), ("interface", 503), ("runtime", 500)]
+)
+def test_an_exception_a_view_lets_out_is_answered_as_djangos_handler_answers_it(
+    session_with_history, api_key, monkeypatch, error, status
+):
+    """The API's handlers answer its views' exceptions; one they let out (none today)
+    goes to the middleware's process_exception (the database's 503), then Django's 500."""
+    from django.db import InterfaceError, OperationalError
+
+    from memoryapp.api.api import api
+
+    raised = {
+        "operational": OperationalError("gone"),
+        "interface": InterfaceError("closed"),
+        "runtime": RuntimeError("a bug"),
+    }[error]
+
+    def broken(*args, **kwargs):
+        raise raised
+
+    def let_out(request, exc):
+        raise exc
+
+    monkeypatch.setattr("memoryapp.api.sessions.restore_history", broken)
+    monkeypatch.setattr(api, "on_exception", let_out)
+    through_lane, whole = _both(api_key, "get", SESSION + "/history", None, {})
+    assert whole.status_code == status
+    _same(through_lane, whole)
+
+
+def test_the_lane_skips_only_middleware_it_stands_in_for():
+    """The lane does what the middleware after ApiBodyLimitMiddleware does for an API
+    request under these settings; another middleware there, or one of these settings
+    turned on, would make it answer differently: look at the lane again first."""
+    from django.conf import settings
+
+    after = settings.MIDDLEWARE[
+        settings.MIDDLEWARE.index("memoryapp.api.middleware.ApiBodyLimitMiddleware") + 1 :
+    ]
+    assert after == [
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+        "django_htmx.middleware.HtmxMiddleware",
+    ]
+    assert not settings.PREPEND_WWW
+    assert not settings.DISALLOWED_USER_AGENTS
+    assert not settings.SESSION_SAVE_EVERY_REQUEST
+    assert not any(db.get("ATOMIC_REQUESTS") for db in settings.DATABASES.values())
 
 
 def test_a_views_unexpected_error_is_the_same_500(session_with_history, api_key, monkeypatch):
@@ -104,9 +199,8 @@ def test_a_views_unexpected_error_is_the_same_500(session_with_history, api_key,
     monkeypatch.setattr("memoryapp.api.sessions.restore_history", broken)
     monkeypatch.setattr("uuid.uuid4", lambda: type("U", (), {"hex": "0" * 32})())
     through_lane, whole = _both(api_key, "get", SESSION + "/history", None, {})
-    assert through_lane.status_code == whole.status_code == 500
-    assert dict(through_lane.headers) == dict(whole.headers)
-    assert through_lane.content == whole.content
+    assert whole.status_code == 500
+    _same(through_lane, whole)
 
 
 @pytest.mark.parametrize(

@@ -11,22 +11,27 @@ a 2.8 ms `GET /agent` in process.
 ApiBodyLimitMiddleware (which still ran, after the security, database, CSP and static
 middleware) hands these paths to the same django-ninja view the resolver would find, with
 the same `request.resolver_match`; every other path, and these with a trailing slash or
-anything else, goes the whole way as before. What the skipped middleware would have
-added to the answer is added here: `Content-Length` (CommonMiddleware) and
-`X-Frame-Options` (XFrameOptionsMiddleware). tests/test_lane.py holds each answer equal,
-headers included, to the whole stack's, for good and bad requests alike.
-MEMORYAPP_API_LANE=false sends every request the whole way (for measurements).
+anything else, goes the whole way as before, and so does a request with cookies. What
+the skipped middleware would have done for such a request is done here: the Host checked
+against ALLOWED_HOSTS (CommonMiddleware; a 400 otherwise), `Content-Length`
+(CommonMiddleware) and `X-Frame-Options` (XFrameOptionsMiddleware) added, and an
+exception the view raised answered as Django's handler answers it. tests/test_lane.py
+holds each answer equal, headers and cookies included, to the whole stack's, for good
+and bad requests alike. MEMORYAPP_API_LANE=false sends every request the whole way.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse
 from django.urls import ResolverMatch, resolve
+from django.utils.module_loading import import_string
 
 _SESSION_PATH = re.compile(r"/api/v1/sessions/([^/]+)/(turns|history|context)\Z")
 _AGENT_PATH = "/api/v1/agent"
@@ -43,8 +48,10 @@ def _template_match(template: str) -> ResolverMatch:
 
 
 def route(request: HttpRequest) -> tuple[Callable[..., Any], dict[str, str]] | None:
-    """The view and keyword arguments of a hot path (its resolver_match set), else None."""
-    if not settings.MEMORYAPP_API_LANE:
+    """The view and keyword arguments of a hot path (its resolver_match set), else None.
+    A request with cookies goes the whole way: the session and CSRF middleware answer a
+    malformed session or CSRF cookie with cookies of their own (an agent sends none)."""
+    if not settings.MEMORYAPP_API_LANE or request.META.get("HTTP_COOKIE"):
         return None
     path = request.path_info
     if path == _AGENT_PATH:
@@ -67,6 +74,29 @@ def route(request: HttpRequest) -> tuple[Callable[..., Any], dict[str, str]] | N
         captured_kwargs=kwargs,
     )
     return cached.func, kwargs
+
+
+def view_failed(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """What Django's handler answers for an exception a view raised: the middleware's
+    process_exception (DatabaseUnavailableMiddleware's 503), else its error answer. (The
+    API's own handlers answer every exception of its views, so none should reach here.)"""
+    for process_exception in _exception_middleware():
+        response = process_exception(request, exc)
+        if response is not None:
+            return response
+    return response_for_exception(request, exc)
+
+
+@functools.cache
+def _exception_middleware() -> list[Callable[[HttpRequest, Exception], HttpResponse | None]]:
+    """The process_exception of each middleware that has one, in the order Django's
+    handler calls them (the last in MIDDLEWARE first)."""
+    found = []
+    for path in settings.MIDDLEWARE:
+        middleware = import_string(path)
+        if hasattr(middleware, "process_exception"):
+            found.append(middleware(lambda request: None).process_exception)
+    return found[::-1]
 
 
 def finish(response: HttpResponse) -> HttpResponse:

@@ -141,9 +141,13 @@ class ApiBodyLimitMiddleware:
             return self.get_response(request)
         view, kwargs = routed
         try:
+            request.get_host()  # CommonMiddleware's check of the Host against ALLOWED_HOSTS
+        except Exception as exc:  # raised before any view: answered as that middleware's
+            return response_for_exception(request, exc)
+        try:
             response = view(request, **kwargs)
-        except Exception as exc:  # as Django's handler answers a view's exception
-            response = response_for_exception(request, exc)
+        except Exception as exc:
+            response = lane.view_failed(request, exc)
         return lane.finish(response)
 
 
