@@ -12,7 +12,7 @@ skipped; the answers themselves are checked by the rest of the suite on both dat
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.test import override_settings
 
 from memoryapp.core import rows
@@ -176,6 +176,43 @@ def test_a_connection_that_died_while_idle_is_replaced_before_the_key_is_looked_
     connection.close_if_unusable_or_obsolete()
     connection.connection.close()  # the server closed it meanwhile (a restart, a failover)
     assert api.get("/api/v1/agent").status_code == 200
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("alive", [True, False])
+def test_a_requests_key_lookup_needs_no_health_check_round_trip(api, monkeypatch, alive):
+    """Django checks a kept connection with `SELECT 1` before a request's first
+    statement; the key's lookup, a read, is that check itself: a live connection answers
+    it with no check before, a dead one is replaced and the lookup run again."""
+    assert api.get("/api/v1/agent").status_code == 200
+    checks = []
+    wrapper = type(connections[connection.alias])
+    real = wrapper.is_usable
+    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    connection.close_if_unusable_or_obsolete()  # a request's start, as in a server
+    if not alive:
+        connection.connection.close()  # the server closed it meanwhile
+    before = connection.connection
+    assert api.get("/api/v1/agent").status_code == 200
+    assert checks == []
+    assert (connection.connection is before) is alive
+    assert api.get("/api/v1/sessions/prepared/history").status_code == 404
+
+
+@needs_postgresql
+def test_inside_a_transaction_the_key_lookup_takes_djangos_way(api, monkeypatch):
+    """In a caller's transaction a failed read cannot be run again on a new connection:
+    there Django's own check (when due) comes first."""
+    assert api.get("/api/v1/agent").status_code == 200
+    checks = []
+    wrapper = type(connections[connection.alias])
+    real = wrapper.is_usable
+    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    connection.health_check_done = False
+    assert connection.in_atomic_block
+    assert api.get("/api/v1/agent").status_code == 200
+    assert checks == [1]
 
 
 @needs_postgresql

@@ -118,9 +118,10 @@ def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
             " AND s.key = %s AND s.expires_at > %s"
         )
         params = [session_key, timezone.now(), *params]
-    with rows.fixed_cursor() as cursor:
-        cursor.execute(f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params)
-        row = cursor.fetchone()
+    # A request's first statement: without a health check's round trip before it.
+    row = rows.first_read(
+        f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params
+    )
     if row is None:
         return None
     key = key_columns.instance(row)
