@@ -11,6 +11,8 @@ skipped; the answers themselves are checked by the rest of the suite on both dat
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.db import IntegrityError, connection, connections, transaction
 from django.test import override_settings
@@ -195,9 +197,65 @@ def test_a_requests_key_lookup_needs_no_health_check_round_trip(api, monkeypatch
         connection.connection.close()  # the server closed it meanwhile
     before = connection.connection
     assert api.get("/api/v1/agent").status_code == 200
-    assert checks == []
+    assert checks == ([] if alive else [1])  # a check only once the lookup failed
     assert (connection.connection is before) is alive
     assert api.get("/api/v1/sessions/prepared/history").status_code == 404
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["terminated", "failed transaction"])
+def test_a_connection_broken_on_the_server_is_replaced_at_the_key_lookup(api, how):
+    """The server ended the backend (a restart, an idle timeout), or the connection was
+    left in a failed transaction: the lookup fails, the check finds it unusable, and the
+    request is answered on a new connection."""
+    import psycopg
+
+    assert api.get("/api/v1/agent").status_code == 200
+    connection.close_if_unusable_or_obsolete()
+    before = connection.connection
+    if how == "terminated":
+        pid = before.info.backend_pid
+        other = psycopg.connect(**{**connection.get_connection_params(), "autocommit": True})
+        try:
+            other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        finally:
+            other.close()
+    else:
+        before.execute("BEGIN")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            before.execute("SELECT 1 / 0")
+    assert api.get("/api/v1/agent").status_code == 200
+    assert connection.connection is not before
+
+
+@needs_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_statements_own_error_keeps_the_connection(api):
+    """A timeout leaves the connection usable: the request is answered as before (503,
+    the lookup not run twice) and the connection, with its prepared statements, kept."""
+    import psycopg
+
+    assert api.get("/api/v1/agent").status_code == 200
+    connection.close_if_unusable_or_obsolete()
+    before = connection.connection
+    before.execute("SET statement_timeout = 200")
+    other = psycopg.connect(**{**connection.get_connection_params(), "autocommit": False})
+    # The lock ends after 2 s: a lookup run again on a new connection (no timeout there)
+    # would wait for it and answer 200, failing this test instead of hanging it.
+    release = threading.Timer(2.0, other.rollback)
+    try:
+        other.execute("LOCK TABLE core_apikey IN ACCESS EXCLUSIVE MODE")
+        release.start()
+        answer = api.get("/api/v1/agent")
+    finally:
+        release.join()
+        other.close()
+        if not before.closed:
+            before.execute("SET statement_timeout = 0")
+    assert answer.status_code == 503
+    assert connection.connection is before
+    assert api.get("/api/v1/agent").status_code == 200
 
 
 @needs_postgresql

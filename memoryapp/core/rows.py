@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, models
+from django.db import DatabaseError, DataError, IntegrityError, connection, models
 from django.utils.asyncio import async_unsafe
 from psycopg.pq import Format
 from psycopg.types.numeric import Int8Dumper
@@ -222,15 +222,16 @@ def fixed_cursor():
 
 
 def first_read(sql: str, params: list) -> tuple | None:
-    """The first row of `sql`, a read that is the first statement of a request (the API
-    key's lookup), without Django's health check of a kept connection before it.
+    """The first row of `sql`, a read (never a write: it may run twice) that is the first
+    statement of a request (the API key's lookup), without Django's health check of a
+    kept connection before it.
 
     That check (CONN_HEALTH_CHECKS) is a `SELECT 1` round trip before a request's first
     statement: 0.2 ms here, 0.65 after an agent's pause. The read itself tells as much: a
-    kept connection that died while idle (a restart, a failover) fails it at once, and is
-    then replaced and the read run again on a new connection, as the check would have
-    replaced it. Inside a transaction (a caller's), or with the check already done or
-    off, Django's own way."""
+    kept connection that died while idle (a restart, a failover) fails it at once; only
+    then is the check made, and an unusable connection replaced and the read run again
+    on a new one, as the check would have replaced it. Inside a transaction (a
+    caller's), or with the check already done or off, Django's own way."""
     optimistic = (
         connection.connection is not None
         and connection.health_check_enabled
@@ -243,8 +244,13 @@ def first_read(sql: str, params: list) -> tuple | None:
             with fixed_cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.fetchone()
-        except (OperationalError, InterfaceError):
-            connection.close()  # dead: the next cursor connects anew
+        except DatabaseError as exc:
+            # As Django's check would have found: an error of the statement's own (a
+            # timeout, a lock) leaves a usable connection and is answered as before; an
+            # unusable one (closed, killed, left in a failed transaction) is replaced.
+            if isinstance(exc, DataError | IntegrityError) or connection.is_usable():
+                raise
+            connection.close()  # the next cursor connects anew
     with fixed_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()
