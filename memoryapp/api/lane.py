@@ -12,10 +12,11 @@ ApiBodyLimitMiddleware (which still ran, after the security, database, CSP and s
 middleware) hands these paths to the same django-ninja view the resolver would find, with
 the same `request.resolver_match`; every other path, and these with a trailing slash or
 anything else, goes the whole way as before, and so does a request with cookies. What
-the skipped middleware would have done for such a request is done here: the Host checked
-against ALLOWED_HOSTS (CommonMiddleware; a 400 otherwise), `Content-Length`
-(CommonMiddleware) and `X-Frame-Options` (XFrameOptionsMiddleware) added, and an
-exception the view raised answered as Django's handler answers it. tests/test_lane.py
+the skipped middleware would have done for such a request is done by their own code
+(`respond`): CommonMiddleware's request step (the Host checked against ALLOWED_HOSTS, a
+400 otherwise), the response steps of XFrameOptionsMiddleware and CommonMiddleware
+(`X-Frame-Options`, `Content-Length`), and an exception the view raised answered as
+Django's handler answers it. tests/test_lane.py
 holds each answer equal, headers and cookies included, to the whole stack's, for good
 and bad requests alike. MEMORYAPP_API_LANE=false sends every request the whole way.
 """
@@ -36,15 +37,22 @@ from django.utils.module_loading import import_string
 _SESSION_PATH = re.compile(r"/api/v1/sessions/([^/]+)/(turns|history|context)\Z")
 _AGENT_PATH = "/api/v1/agent"
 
-# Path template -> what the resolver matched for it (resolved once per process).
-_matches: dict[str, ResolverMatch] = {}
+# The middleware after ApiBodyLimitMiddleware whose steps change an API answer.
+_COMMON = "django.middleware.common.CommonMiddleware"
+_X_FRAME = "django.middleware.clickjacking.XFrameOptionsMiddleware"
 
 
+@functools.cache
 def _template_match(template: str) -> ResolverMatch:
-    match = _matches.get(template)
-    if match is None:
-        match = _matches[template] = resolve(template.replace("{key}", "key"))
-    return match
+    """What the resolver matches for a path template (resolved once per process)."""
+    return resolve(template.replace("{key}", "key"))
+
+
+@functools.cache
+def _middleware(path: str) -> Any:
+    """An instance of the middleware at `path`, for its process_* steps (the lane calls
+    them as Django's handler would; they keep nothing between requests)."""
+    return import_string(path)(lambda request: None)
 
 
 def route(request: HttpRequest) -> tuple[Callable[..., Any], dict[str, str]] | None:
@@ -76,6 +84,23 @@ def route(request: HttpRequest) -> tuple[Callable[..., Any], dict[str, str]] | N
     return cached.func, kwargs
 
 
+def respond(request: HttpRequest, view: Callable[..., Any], kwargs: dict[str, str]) -> HttpResponse:
+    """The answer of a routed request, as the whole stack gives it."""
+    common = _middleware(_COMMON)
+    try:
+        early = common.process_request(request)
+    except Exception as exc:  # raised before any view: answered as that middleware's
+        return response_for_exception(request, exc)
+    if early is not None:
+        return common.process_response(request, early)
+    try:
+        response = view(request, **kwargs)
+    except Exception as exc:
+        response = view_failed(request, exc)
+    response = _middleware(_X_FRAME).process_response(request, response)
+    return common.process_response(request, response)
+
+
 def view_failed(request: HttpRequest, exc: Exception) -> HttpResponse:
     """What Django's handler answers for an exception a view raised: the middleware's
     process_exception (DatabaseUnavailableMiddleware's 503), else its error answer. (The
@@ -91,20 +116,8 @@ def view_failed(request: HttpRequest, exc: Exception) -> HttpResponse:
 def _exception_middleware() -> list[Callable[[HttpRequest, Exception], HttpResponse | None]]:
     """The process_exception of each middleware that has one, in the order Django's
     handler calls them (the last in MIDDLEWARE first)."""
-    found = []
-    for path in settings.MIDDLEWARE:
-        middleware = import_string(path)
-        if hasattr(middleware, "process_exception"):
-            found.append(middleware(lambda request: None).process_exception)
-    return found[::-1]
-
-
-def finish(response: HttpResponse) -> HttpResponse:
-    """The headers the middleware after ApiBodyLimitMiddleware would have added."""
-    if response.get("X-Frame-Options") is None and not getattr(
-        response, "xframe_options_exempt", False
-    ):
-        response["X-Frame-Options"] = getattr(settings, "X_FRAME_OPTIONS", "DENY").upper()
-    if not response.streaming and not response.has_header("Content-Length"):
-        response.headers["Content-Length"] = str(len(response.content))
-    return response
+    return [
+        _middleware(path).process_exception
+        for path in reversed(settings.MIDDLEWARE)
+        if hasattr(import_string(path), "process_exception")
+    ]

@@ -33,7 +33,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
@@ -139,16 +138,7 @@ class ApiBodyLimitMiddleware:
         routed = lane.route(request)
         if routed is None:
             return self.get_response(request)
-        view, kwargs = routed
-        try:
-            request.get_host()  # CommonMiddleware's check of the Host against ALLOWED_HOSTS
-        except Exception as exc:  # raised before any view: answered as that middleware's
-            return response_for_exception(request, exc)
-        try:
-            response = view(request, **kwargs)
-        except Exception as exc:
-            response = lane.view_failed(request, exc)
-        return lane.finish(response)
+        return lane.respond(request, *routed)
 
 
 def _key_from_path(request: HttpRequest) -> None:
