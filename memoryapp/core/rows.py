@@ -232,28 +232,31 @@ def first_read(sql: str, params: list) -> tuple | None:
     then is the check made, and an unusable connection replaced and the read run again
     on a new one, as the check would have replaced it. Inside a transaction (a
     caller's), or with the check already done or off, Django's own way."""
+
+    def read() -> tuple | None:
+        with fixed_cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+
     optimistic = (
         connection.connection is not None
         and connection.health_check_enabled
         and not connection.health_check_done
         and not connection.in_atomic_block
     )
-    if optimistic:
-        connection.health_check_done = True
-        try:
-            with fixed_cursor() as cursor:
-                cursor.execute(sql, params)
-                return cursor.fetchone()
-        except DatabaseError as exc:
-            # As Django's check would have found: an error of the statement's own (a
-            # timeout, a lock) leaves a usable connection and is answered as before; an
-            # unusable one (closed, killed, left in a failed transaction) is replaced.
-            if isinstance(exc, DataError | IntegrityError) or connection.is_usable():
-                raise
-            connection.close()  # the next cursor connects anew
-    with fixed_cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()
+    if not optimistic:
+        return read()
+    connection.health_check_done = True
+    try:
+        return read()
+    except DatabaseError as exc:
+        # As Django's check would have found: an error of the statement's own (a
+        # timeout, a lock) leaves a usable connection and is answered as before; an
+        # unusable one (closed, killed, left in a failed transaction) is replaced.
+        if isinstance(exc, DataError | IntegrityError) or connection.is_usable():
+            raise
+        connection.close()  # the next cursor connects anew
+    return read()
 
 
 def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:
