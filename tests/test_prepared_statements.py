@@ -54,7 +54,8 @@ def test_the_key_lookup_the_append_and_the_restore_are_prepared_once(api):
     requests(api)
     made = [s for s in prepared() if s not in before]
     assert any("FROM core_apikey k" in s for s in made)  # the key's lookup
-    assert any(s.lstrip().startswith("WITH s AS") for s in made)  # the append
+    # The append, with the key's lookup in it (sessions.post_turn_at_once).
+    assert any(s.lstrip().startswith("WITH ka AS") for s in made)
     assert any("FROM core_message m" in s for s in made)  # the restore's read
     # Run again, the same statements are used: none is prepared twice.
     assert api.post(TURNS, TURN).status_code == 201

@@ -99,6 +99,23 @@ def address_refusal(request: HttpRequest) -> RateLimited | None:
     return None
 
 
+def may_write_before_lookup(request: HttpRequest, key_hash: str) -> bool:
+    """Whether a request whose key is looked up in its write's own statement
+    (sessions.post_turn_at_once) may send that write: what authenticate refuses a
+    usable key for is known before the lookup. A refused address raises RateLimited
+    here, as authenticate would (whatever the key). False when the key's limit cannot
+    be told before the lookup (counted in process memory, where only a usable key is
+    counted, or over the limit, which only a usable key is answered 429 for):
+    authenticate then decides, as before, without the address's answer, read here once."""
+    refused = address_refusal(request)
+    if refused is not None:
+        raise refused
+    if ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY).count <= 0:
+        return True
+    early = getattr(request, "key_counted", None)
+    return early is not None and early[0] == key_hash and early[1] is None
+
+
 def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
     """The usable key `token` is, with its agent: what `ApiKey.objects.usable()
     .select_related("agent").filter(key_hash=…).first()` answers, in a third of its time

@@ -94,7 +94,13 @@ def respond(request: HttpRequest, view: Callable[..., Any], kwargs: dict[str, st
     if early is not None:
         return common.process_response(request, early)
     try:
-        response = view(request, **kwargs)
+        response = None
+        if request.method == "POST" and request.path_info.endswith("/turns"):
+            from memoryapp.api.sessions import post_turn_at_once
+
+            response = post_turn_at_once(request, kwargs["key"])
+        if response is None:
+            response = view(request, **kwargs)
     except Exception as exc:
         response = view_failed(request, exc)
     response = _middleware(_X_FRAME).process_response(request, response)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +14,7 @@ from ninja import Path, Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import answers, pagination
+from memoryapp.api.auth import MAX_TOKEN_LENGTH, bearer_token, may_write_before_lookup
 from memoryapp.api.common import (
     READ,
     READ_ONE,
@@ -38,7 +40,9 @@ from memoryapp.api.schemas import (
     TurnIn,
     TurnOut,
     TurnPage,
+    check_session_key,
 )
+from memoryapp.core import rows
 from memoryapp.core.conversation import (
     MESSAGE_FIELDS,
     IdempotencyConflict,
@@ -47,6 +51,7 @@ from memoryapp.core.conversation import (
     TurnInput,
     UnknownFinding,
     append_turn,
+    append_turn_with_key,
     lock_session,
     message_dict,
     pruned_through,
@@ -54,7 +59,7 @@ from memoryapp.core.conversation import (
     session_summary,
 )
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
-from memoryapp.core.models import Message, Session, Subtask, Turn
+from memoryapp.core.models import ApiKey, Message, Session, Subtask, Turn, hash_api_key
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
@@ -156,9 +161,38 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
     the same key with a different body is a 409."""
     key = session_key(key)
     idempotency_key = request.headers.get("Idempotency-Key") or None
-    if idempotency_key is not None and len(idempotency_key) > 200:
+    if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise HttpError(422, "Idempotency-Key has at most 200 characters")
-    turn = TurnInput(
+    turn = _turn_input(payload)
+    try:
+        answer, replayed = append_turn(
+            agent_of(request),
+            key,
+            turn,
+            idempotency_key=idempotency_key,
+            request_hash=hashlib.sha256(request.body).hexdigest(),
+        )
+    except IdempotencyConflict:
+        raise HttpError(
+            409, "this Idempotency-Key was already used with a different request body"
+        ) from None
+    except tokens.EncodingUnavailable as exc:
+        raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
+    except UnknownFinding as exc:
+        raise HttpError(422, str(exc)) from None
+    _ENCODINGS.note(request.auth)
+    stored = answers.answer(TurnOut, answer, 201)
+    if replayed:
+        target = stored if isinstance(stored, HttpResponse) else response
+        target["Idempotent-Replayed"] = "true"
+    return stored
+
+
+MAX_IDEMPOTENCY_KEY = 200
+
+
+def _turn_input(payload: TurnIn) -> TurnInput:
+    return TurnInput(
         messages=[
             MessageInput(
                 role=m.role,
@@ -189,27 +223,82 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
         model=payload.model or "",
         timestamp=payload.timestamp,
     )
+
+
+class _Encodings:
+    """The encoding of the agent of each key post_turn_at_once met with another one than
+    the default (it counts tokens before the statement that finds the agent), by the
+    key's hash; bounded (emptied when full: a guess is only ever a round trip's worth)."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, str] = {}
+
+    def guess(self, key_hash: str) -> str:
+        return self.by_key.get(key_hash, tokens.DEFAULT_ENCODING)
+
+    def note(self, key: Any) -> None:
+        if not isinstance(key, ApiKey) or key.agent.encoding == self.guess(key.key_hash):
+            return
+        if len(self.by_key) >= self.LIMIT:
+            self.by_key.clear()
+        self.by_key[key.key_hash] = key.agent.encoding
+
+
+_ENCODINGS = _Encodings()
+
+
+def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
+    """POST …/turns with the API key's lookup in the append's own statement
+    (conversation.append_turn_with_key): one round trip to the database where
+    authentication and the append took two (the lane sends each such request here,
+    memoryapp/api/lane.py). For the common request only: a valid body, a usable key
+    that is not rate-limited, a live session, no tool calls, no Idempotency-Key used
+    before. None for anything else, with nothing written and nothing answered: the
+    request then goes the usual way (authentication, then the view), which answers it.
+    Some of that is known only after the statement, which writes nothing then: a wrong
+    key, an expired or new session, a replay."""
+    from memoryapp.api.api import api
+
+    token = bearer_token(request)
+    idempotency_key = request.headers.get("Idempotency-Key") or None
+    if (
+        not answers.ENABLED  # ninja validates the answers (the tests compare both)
+        or request.GET
+        or not token
+        or len(token) > MAX_TOKEN_LENGTH
+        or (idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY)
+    ):
+        return None
     try:
-        answer, replayed = append_turn(
-            agent_of(request),
+        key = check_session_key(key)
+        payload = TurnIn.model_validate(
+            api.parser.parse_body(request), context={"request": request}
+        )
+    except Exception:  # not JSON, too deep to parse, not valid: the usual way answers
+        return None
+    if getattr(request, "unstorable", None) is not None or payload.tool_calls:
+        return None
+    key_hash = hash_api_key(token)
+    try:
+        if not may_write_before_lookup(request, key_hash):
+            return None
+        rows.skip_health_check_if_idle()
+        stored = append_turn_with_key(
+            key_hash,
+            _ENCODINGS.guess(key_hash),
             key,
-            turn,
+            _turn_input(payload),
             idempotency_key=idempotency_key,
             request_hash=hashlib.sha256(request.body).hexdigest(),
         )
-    except IdempotencyConflict:
-        raise HttpError(
-            409, "this Idempotency-Key was already used with a different request body"
-        ) from None
-    except tokens.EncodingUnavailable as exc:
-        raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
-    except UnknownFinding as exc:
-        raise HttpError(422, str(exc)) from None
-    stored = answers.answer(TurnOut, answer, 201)
-    if replayed:
-        target = stored if isinstance(stored, HttpResponse) else response
-        target["Idempotent-Replayed"] = "true"
-    return stored
+        if stored is None:
+            return None
+        request.auth = stored[0]  # type: ignore[attr-defined]
+        return answers.answer(TurnOut, stored[1], 201)
+    except Exception as exc:  # answered as the API answers its views' exceptions
+        return api.on_exception(request, exc)
 
 
 @router.get("/sessions/{key}/history", response={200: HistoryOut, **READ_ONE}, tags=["turns"])

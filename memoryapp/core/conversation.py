@@ -8,11 +8,12 @@ prunes what it returns and never deletes anything.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from memoryapp.core import rows
 from memoryapp.core.models import (
     SELF,
     Agent,
+    ApiKey,
     ExtractionJob,
     Finding,
     IdempotencyRecord,
@@ -126,17 +128,10 @@ def _known_findings(session: Session, calls: list[ToolCallInput]) -> dict[int, F
     return found
 
 
-def append_turn(
-    agent: Agent,
-    key: str,
-    turn: TurnInput,
-    *,
-    idempotency_key: str | None = None,
-    request_hash: str = "",
-) -> tuple[TurnStored, bool]:
-    """Store one turn; answer `(response, replayed)`. Token counting happens before the
-    transaction so the session lock is held only for the writes."""
-    encoding = tokens.get_encoding(agent.encoding)
+def _counted(encoding_name: str, turn: TurnInput) -> tuple[list[int], tuple[int, int, str, int]]:
+    """Each message's tokens in the agent's encoding, and the turn's usage: (input,
+    output, usage_source, tool_call_count)."""
+    encoding = tokens.get_encoding(encoding_name)
     counts = [
         tokens.count_message(encoding, m.role, m.content, m.name, m.tool_calls)
         for m in turn.messages
@@ -151,8 +146,22 @@ def append_turn(
         input_tokens = sum(counts) - output_tokens
         usage_source = Turn.UsageSource.COUNTED
     tool_call_count = len(turn.tool_calls) or sum(len(m.tool_calls or []) for m in turn.messages)
+    return counts, (input_tokens, output_tokens, usage_source, tool_call_count)
+
+
+def append_turn(
+    agent: Agent,
+    key: str,
+    turn: TurnInput,
+    *,
+    idempotency_key: str | None = None,
+    request_hash: str = "",
+) -> tuple[TurnStored, bool]:
+    """Store one turn; answer `(response, replayed)`. Token counting happens before the
+    transaction so the session lock is held only for the writes."""
+    counts, usage = _counted(agent.encoding, turn)
+    input_tokens, output_tokens, usage_source, tool_call_count = usage
     excerpt_chars = settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
-    usage = (input_tokens, output_tokens, usage_source, tool_call_count)
 
     if _ONE_STATEMENT.get(connection.vendor) and not turn.tool_calls:
         stored = _append_in_one_statement(
@@ -373,17 +382,49 @@ def _append_in_one_statement(
 ) -> TurnStored | None:
     """append_turn's common case in one statement (see _APPEND_PG); None when it does not
     apply (no live session, or the Idempotency-Key already used) and wrote nothing."""
-    input_tokens, output_tokens, usage_source, tool_call_count = usage
     now = timezone.now()
-    n = len(turn.messages)
     params = {
+        **_statement_params(key, turn, counts, usage, idempotency_key, request_hash, now),
+        "agent_ttl": agent.ttl_seconds,
+        "agent": agent.pk,
+    }
+    # The statement is its own transaction (one round trip), with an Idempotency-Key the
+    # record of its answer too; inside a caller's transaction, a savepoint keeps that
+    # transaction usable when a concurrent retry's record wins (only a key can conflict).
+    nested = idempotency_key and connection.in_atomic_block
+    try:
+        with transaction.atomic() if nested else nullcontext():
+            with rows.binding_cursor() as cursor:
+                cursor.execute(_ONE_STATEMENT[connection.vendor], params)
+                row = cursor.fetchone()
+            if row is None:
+                return None
+            response = _statement_answer(row, agent, counts)
+    except IntegrityError:
+        # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
+        # of this one was kept; the general path answers the stored turn.
+        return None
+    return response
+
+
+def _statement_params(
+    key: str,
+    turn: TurnInput,
+    counts: list[int],
+    usage: tuple[int, int, str, int],
+    idempotency_key: str | None,
+    request_hash: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """The parameters of _APPEND_PG but the agent's (its id and TTL)."""
+    input_tokens, output_tokens, usage_source, tool_call_count = usage
+    n = len(turn.messages)
+    return {
         "n": n,
         "tokens": sum(counts),
         "input": input_tokens,
         "output": output_tokens,
         "now": now,
-        "agent_ttl": agent.ttl_seconds,
-        "agent": agent.pk,
         "key": key,
         "idempotency_key": idempotency_key or "",
         "tool_call_count": tool_call_count,
@@ -400,31 +441,97 @@ def _append_in_one_statement(
         "queued": ExtractionJob.Status.QUEUED,
         "request_hash": request_hash,
     }
-    # The statement is its own transaction (one round trip), with an Idempotency-Key the
-    # record of its answer too; inside a caller's transaction, a savepoint keeps that
-    # transaction usable when a concurrent retry's record wins (only a key can conflict).
-    nested = idempotency_key and connection.in_atomic_block
+
+
+def _statement_answer(row: tuple, agent: Agent, counts: list[int]) -> TurnStored:
+    """The answer of an append by _APPEND_PG from its row (the session's columns, the
+    job's id, the recorded answer), its job dispatched once the statement commits."""
+    end = len(_RETURNED)
+    job_id, answer = row[end], row[end + 1]
+    if answer is not None:
+        response = json.loads(answer)
+    else:
+        values = dict(zip(_RETURNED, row[:end], strict=True))
+        if isinstance(values["metadata"], str):  # Django reads jsonb as text
+            values["metadata"] = json.loads(values["metadata"])
+        response = _stored_turn(Session(agent=agent, **values), counts, None, "")
+    transaction.on_commit(lambda: dispatch_after_answer(job_id), robust=True)
+    return response
+
+
+@functools.cache
+def _append_with_key_pg() -> tuple[str, rows.Columns, rows.Columns]:
+    """_APPEND_PG with the API key's lookup in it (see append_turn_with_key): the agent is
+    the one whose usable key has the hash `key_hash`, if its encoding is `encoding`; the
+    key's last use is recorded (as ApiKey.touch does) when the turn is stored; the row
+    ends with the key's and the agent's columns."""
+    key_columns, agent_columns = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
+    lookup = (
+        f"WITH ka AS (\n    SELECT k.id AS ka_key, k.agent_id AS ka_agent, a.ttl_seconds AS"
+        f" ka_ttl, {key_columns.sql}, {agent_columns.sql}\n"
+        f"    FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id\n"
+        "    WHERE k.key_hash = %(key_hash)s AND k.revoked_at IS NULL"
+        " AND a.encoding = %(encoding)s\n), s AS ("
+    )
+    touch = (
+        f"), used AS (\n    UPDATE {ApiKey._meta.db_table} SET last_used_at = %(now)s\n"
+        "    WHERE id = (SELECT ka_key FROM ka) AND EXISTS (SELECT 1 FROM s)\n"
+        "      AND (last_used_at IS NULL OR last_used_at <= %(stale)s)\n)\n"
+    )
+    sql = (
+        _APPEND_PG.replace("WITH s AS (", lookup, 1)
+        .replace("%(agent_ttl)s", "(SELECT ka_ttl FROM ka)")
+        .replace("%(agent)s", "(SELECT ka_agent FROM ka)")
+        .replace(")\nSELECT s.*, j.id, (SELECT answer::text FROM a) FROM s, j\n", touch
+                 + "SELECT s.*, j.id, (SELECT answer::text FROM a), ka.* FROM s, j, ka\n")
+    )  # fmt: skip
+    assert sql.count("ka") > 8 and "%(agent" not in sql, "_APPEND_PG changed: see here"
+    return sql, key_columns, agent_columns
+
+
+def append_turn_with_key(
+    key_hash: str,
+    encoding: str,
+    key: str,
+    turn: TurnInput,
+    *,
+    idempotency_key: str | None = None,
+    request_hash: str = "",
+) -> tuple[ApiKey, TurnStored] | None:
+    """append_turn by the agent whose usable API key has `key_hash`, with the key's lookup
+    in the append's one statement: one round trip where authenticating and appending
+    took two. Tokens are counted in `encoding`, which must be the agent's.
+
+    Only the common case, and only on PostgreSQL: None when the statement does not apply
+    and wrote nothing, for any reason (no usable key of that hash, an agent with another
+    encoding, no live session of that key, the Idempotency-Key already used, tool calls
+    to write): the caller then authenticates and appends as before, and that way gives
+    each of those its answer. (The key, with its agent, and the answer otherwise.)"""
+    if _ONE_STATEMENT.get(connection.vendor) is None or turn.tool_calls:
+        return None
+    counts, usage = _counted(encoding, turn)
+    sql, key_columns, agent_columns = _append_with_key_pg()
+    now = timezone.now()
+    params = {
+        **_statement_params(key, turn, counts, usage, idempotency_key, request_hash, now),
+        "key_hash": key_hash,
+        "encoding": encoding,
+        "stale": now - timedelta(seconds=settings.MEMORYAPP_KEY_TOUCH_SECONDS),
+    }
+    nested = idempotency_key and connection.in_atomic_block  # as _append_in_one_statement
     try:
         with transaction.atomic() if nested else nullcontext():
             with rows.binding_cursor() as cursor:
-                cursor.execute(_ONE_STATEMENT[connection.vendor], params)
+                cursor.execute(sql, params)
                 row = cursor.fetchone()
             if row is None:
                 return None
-            job_id, answer = row[-2], row[-1]
-            if answer is not None:
-                response = json.loads(answer)
-            else:
-                values = dict(zip(_RETURNED, row[:-2], strict=True))
-                if isinstance(values["metadata"], str):  # Django reads jsonb as text
-                    values["metadata"] = json.loads(values["metadata"])
-                response = _stored_turn(Session(agent=agent, **values), counts, None, "")
-            transaction.on_commit(lambda: dispatch_after_answer(job_id), robust=True)
+            start = len(_RETURNED) + 2 + 3  # the session, job, answer; ka_key/_agent/_ttl
+            api_key = key_columns.instance(row, start)
+            api_key.agent = agent_columns.instance(row, start + len(key_columns))
+            return api_key, _statement_answer(row, api_key.agent, counts)
     except IntegrityError:
-        # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
-        # of this one was kept; the general path answers the stored turn.
         return None
-    return response
 
 
 def session_summary(session: Session) -> SessionSummary:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import select
 import weakref
 from typing import Any
 
@@ -21,7 +22,7 @@ import psycopg
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, connection, models
 from django.utils.asyncio import async_unsafe
-from psycopg.pq import Format
+from psycopg.pq import Format, TransactionStatus
 from psycopg.types.numeric import Int8Dumper
 
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
@@ -257,6 +258,31 @@ def first_read(sql: str, params: list) -> tuple | None:
             raise
         connection.close()  # the next cursor connects anew
     return read()
+
+
+def skip_health_check_if_idle() -> None:
+    """Before a request's first statement when it is a write (which, unlike first_read's
+    read, must never run twice): Django's health check of a kept connection (a `SELECT 1`
+    round trip) is skipped when the connection shows locally that it is fine: open, in
+    no transaction, and with nothing to read on its socket. A server that ends a
+    connection (a restart, a failover, an idle timeout, a terminated backend) closes its
+    socket, which then reads as ready (the end, or the server's last message): the check
+    runs then, as before, and replaces the connection. A connection that hangs without
+    a word fails the write as it would have failed the check. PostgreSQL only."""
+    if not (
+        connection.vendor == "postgresql"
+        and connection.connection is not None
+        and connection.health_check_enabled
+        and not connection.health_check_done
+        and not connection.in_atomic_block
+    ):
+        return
+    raw = connection.connection
+    if raw.closed or raw.info.transaction_status != TransactionStatus.IDLE:
+        return
+    readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+    if not readable:
+        connection.health_check_done = True
 
 
 def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:

@@ -1,0 +1,194 @@
+"""Bearer-key authentication: a key is looked up by its hash and sees only its agent.
+
+Each key has its own rate limit; an address that sends too many wrong keys is refused
+for a while (the middleware answers its requests 429)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from ninja.security import HttpBearer
+
+from memoryapp.api.schemas import check_session_key
+from memoryapp.core import ratelimit, rows
+from memoryapp.core.models import Agent, ApiKey, Session, hash_api_key
+
+
+class RateLimited(Exception):
+    def __init__(self, retry_after: int, detail: str) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+        self.detail = detail
+
+    def response(self) -> JsonResponse:
+        """The 429 outside django-ninja (its API answers through `api._rate_limited`)."""
+        response = JsonResponse({"detail": self.detail}, status=429)
+        response["Retry-After"] = str(self.retry_after)
+        return response
+
+
+# Longer is no key of ours: refused without a lookup.
+MAX_TOKEN_LENGTH = 200
+
+
+def client_address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def bearer_token(request: HttpRequest) -> str | None:
+    """The request's bearer token as ninja's HttpBearer reads it (None without one)."""
+    value = request.headers.get("Authorization")
+    if not value:
+        return None
+    scheme, *rest = value.split(" ")
+    return " ".join(rest) if scheme.lower() == "bearer" else None
+
+
+def count_key_early(request: HttpRequest) -> ratelimit.Counted | None:
+    """What the middleware counts of the request's key in its own round trip to the
+    cache, before the key is looked up: the key's limit by the token's hash. Only with
+    Redis (in process memory there is no round trip to save) and while wrong keys are
+    limited: a wrong token is counted under its own hash, only when its address is
+    refused nothing (ratelimit.start_hit_and_check), so an address makes at most as many such
+    counters per window as it may send wrong keys. None: authentication counts the key."""
+    limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
+    failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
+    if limit.count <= 0 or failures.count <= 0 or not ratelimit.one_round_trip():
+        return None
+    token = bearer_token(request)
+    if not token or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    return ("key", hash_api_key(token), limit)
+
+
+def start_address_limits(request: HttpRequest) -> None:
+    """Count this request against its client address, read the address's failed
+    authentications and count the request's API key (by its hash, whose limit
+    authentication then applies), in one round trip to the cache that is sent now and
+    read by address_refusal: the key's lookup in the database runs meanwhile (a round
+    trip to Redis after a pause cost ~0.5 ms here, and an agent's requests come after
+    pauses)."""
+    address = client_address(request)
+    failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
+    limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
+    key = count_key_early(request)
+    pending = ratelimit.start_hit_and_check(
+        "address", address, limit, check=("auth-failure", failures), also=key
+    )
+    request.address_limits = (pending, address, limit, key)  # type: ignore[attr-defined]
+
+
+def address_refusal(request: HttpRequest) -> RateLimited | None:
+    """Too many requests, or too many wrong keys, from the request's address (what
+    start_address_limits sent, read here once; None when nothing was sent or all is
+    within its limits). Notes the key's count for authentication."""
+    started = request.__dict__.pop("address_limits", None)
+    if started is None:
+        return None
+    pending, address, limit, key = started
+    failing, over, key_over = pending.answer()
+    if key is not None:
+        request.key_counted = (key[1], key_over)  # type: ignore[attr-defined]
+    if failing is not None:
+        detail = f"too many requests with a wrong API key from {address}"
+        return RateLimited(failing, f"{detail}; retry after {failing} seconds")
+    if over is not None:
+        detail = f"more than {limit.count} requests in {limit.seconds} seconds from {address}"
+        return RateLimited(over, f"{detail}; retry after {over} seconds")
+    return None
+
+
+def may_write_before_lookup(request: HttpRequest, key_hash: str) -> bool:
+    """Whether a request whose key is looked up in its write's own statement
+    (sessions.post_turn_at_once) may send that write: what authenticate refuses a
+    usable key for is known before the lookup. A refused address raises RateLimited
+    here, as authenticate would (whatever the key). False when the key's limit cannot
+    be told before the lookup (counted in process memory, where only a usable key is
+    counted, or over the limit, which only a usable key is answered 429 for):
+    authenticate then decides, as before, without the address's answer, read here once."""
+    refused = address_refusal(request)
+    if refused is not None:
+        raise refused
+    if ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY).count <= 0:
+        return True
+    early = getattr(request, "key_counted", None)
+    return early is not None and early[0] == key_hash and early[1] is None
+
+
+def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
+    """The usable key `token` is, with its agent: what `ApiKey.objects.usable()
+    .select_related("agent").filter(key_hash=…).first()` answers, in a third of its time
+    (every request authenticates; the ORM compiled that query anew each time).
+
+    With `session_key`, the agent's live session of that key comes in the same round
+    trip (or None), as `key.session_read = (session_key, session)`: see live_session."""
+    key_columns, agent_columns = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
+    session_columns = rows.columns(Session, "s")
+    select = f"SELECT {key_columns.sql}, {agent_columns.sql}"
+    joins = f"FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id"
+    params: list = [hash_api_key(token)]
+    if session_key is not None:
+        select += f", {session_columns.sql}"
+        joins += (
+            f" LEFT JOIN {Session._meta.db_table} s ON s.agent_id = k.agent_id"
+            " AND s.key = %s AND s.expires_at > %s"
+        )
+        params = [session_key, timezone.now(), *params]
+    # A request's first statement: without a health check's round trip before it.
+    row = rows.first_read(
+        f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params
+    )
+    if row is None:
+        return None
+    key = key_columns.instance(row)
+    key.agent = agent_columns.instance(row, len(key_columns))
+    if session_key is not None:
+        start = len(key_columns) + len(agent_columns)
+        found = row[start] is not None  # the session's id: NULL when the join found none
+        key.session_read = (session_key, session_columns.instance(row, start) if found else None)
+    return key
+
+
+def _session_in_path(request: HttpRequest) -> str | None:
+    """The session key of a `/api/v1/sessions/{key}/…` request (None for any other, or
+    a key the view will refuse): authentication reads that session in its own query."""
+    match = request.resolver_match
+    if match is None or "key" not in match.kwargs:
+        return None
+    if not request.path_info.startswith("/api/v1/sessions/"):
+        return None
+    try:
+        return check_session_key(match.kwargs["key"])
+    except ValueError:
+        return None
+
+
+class ApiKeyAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        usable = token and len(token) <= MAX_TOKEN_LENGTH
+        key = _find_key(token, _session_in_path(request)) if usable else None
+        # The address's limits, sent by the middleware before the lookup, answered by now.
+        refused = address_refusal(request)
+        if refused is not None:
+            raise refused
+        if key is None:
+            failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
+            ratelimit.hit("auth-failure", client_address(request), failures)
+            return None
+        limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
+        # Counted by the middleware in its round trip (one per request), else here.
+        early = getattr(request, "key_counted", None)
+        if early is not None and early[0] == key.key_hash:
+            retry_after = early[1]
+        else:
+            retry_after = ratelimit.hit("key", key.key_hash, limit)
+        if retry_after is not None:
+            ratelimit.note_refusal(key.pk)
+            raise RateLimited(
+                retry_after,
+                f"this API key made more than {limit.count} requests in {limit.seconds} "
+                f"seconds; retry after {retry_after} seconds",
+            )
+        key.touch()
+        return key
