@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memoryapp.api import sessions
+from memoryapp.api import auth
 from memoryapp.core import ratelimit
 from memoryapp.core.models import Agent, ApiKey, Message, Session, Turn
 from memoryapp.lib import tokens
@@ -161,14 +161,25 @@ def test_the_key_of_the_append_is_the_request_s_and_its_use_recorded(api, agent,
 def test_another_agents_session_of_the_same_name_is_not_touched(api, other_api):
     assert other_api.put("/api/v1/sessions/shared", {}).status_code == 201
     assert api.put("/api/v1/sessions/shared", {}).status_code == 201
-    assert api.post(TURNS.format("shared"), BODY).status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        assert api.post(TURNS.format("shared"), BODY).status_code == 201
+    assert at_once(statements(queries))
     counts = dict(Session.objects.filter(key="shared").values_list("agent__name", "message_count"))
     assert sorted(counts.values()) == [0, 2]
 
 
 @pytest.mark.parametrize(
     "case",
-    ["wrong key", "revoked key", "no key", "new session", "expired session", "tool calls"],
+    [
+        "wrong key",
+        "revoked key",
+        "no key",
+        "new session",
+        "expired session",
+        "tool calls",
+        "query parameter",
+        "long Idempotency-Key",
+    ],
 )
 def test_what_the_statement_does_not_take_is_answered_the_usual_way(api, agent, settings, case):
     """The statement writes nothing and the usual way answers: the same answer as with
@@ -189,11 +200,16 @@ def test_what_the_statement_does_not_take_is_answered_the_usual_way(api, agent, 
         clients = {lane: ApiClient(Client(), "") for lane in (False, True)}
     elif case == "tool calls":
         body = {**BODY, "tool_calls": [{"tool": "grep", "query": "def parse", "output": "x:1"}]}
+    path, headers = TURNS, None
+    if case == "query parameter":
+        path = TURNS + "?limt=5"
+    elif case == "long Idempotency-Key":
+        headers = {"Idempotency-Key": "k" * 201}
     answers = []
     for lane in (False, True):
         settings.MEMORYAPP_API_LANE = lane
         with CaptureQueriesContext(connection) as queries:
-            response = clients[lane].post(TURNS.format(f"s-{lane}"), body)
+            response = clients[lane].post(path.format(f"s-{lane}"), body, headers=headers)
         answers.append((response.status_code, response.json(), statements(queries)))
     (usual_status, usual, usual_sql), (status, answer, sql) = answers
     assert status == usual_status
@@ -204,8 +220,8 @@ def test_what_the_statement_does_not_take_is_answered_the_usual_way(api, agent, 
         assert answer == usual
         assert not Message.objects.exists()
     tried = [s for s in sql if "WITH ka AS" in s[:40]]
-    # Tried and found nothing to do, or not tried where the request shows it cannot apply.
-    assert len(tried) == (0 if case in ("no key", "tool calls") else 1)
+    # Tried only for a key authenticated here before, and a request that may apply.
+    assert len(tried) == (1 if case in ("revoked key", "new session", "expired session") else 0)
     assert len(sql) == len(usual_sql) + len(tried)
 
 
@@ -256,11 +272,12 @@ def test_a_bad_body_is_answered_the_usual_way(api, settings, body, key):
     assert not Message.objects.exists()
 
 
-def test_an_agent_with_another_encoding_counts_in_its_own(api, agent, monkeypatch):
-    """Tokens are counted before the statement finds the agent, in the default encoding:
-    an agent with another encoding is not matched and the usual way counts in its own;
-    the next append of that key is counted in it at once. (An encoding of single bytes
-    stands for another one: only cl100k_base loads offline here.)"""
+def test_an_agent_whose_encoding_changed_counts_in_its_new_one(api, agent, monkeypatch):
+    """Tokens are counted before the statement finds the agent, in the encoding its key
+    was authenticated with: after the agent's encoding changed the statement does not
+    match, the usual way counts in the new one, and the next append counts in it at once.
+    (An encoding of single bytes stands for another one: only cl100k_base loads
+    offline here.)"""
     bytes_only = tiktoken.Encoding(
         name="bytes_only",
         pat_str=r"[\s\S]",
@@ -268,9 +285,8 @@ def test_an_agent_with_another_encoding_counts_in_its_own(api, agent, monkeypatc
         special_tokens={},
     )
     monkeypatch.setitem(tokens._cache, "bytes_only", bytes_only)
-    monkeypatch.setattr(sessions._ENCODINGS, "by_key", {})
+    assert api.put("/api/v1/sessions/live", {}).status_code == 201  # known: cl100k_base
     Agent.objects.filter(pk=agent.pk).update(encoding="bytes_only")
-    assert api.put("/api/v1/sessions/live", {}).status_code == 201
     text = "naïve café: überprüfen the parser " * 20
     expected = tokens.count_message(bytes_only, "user", text, None, None)
     assert expected != tokens.count_message(tokens.get_encoding("cl100k_base"), "user", text)
@@ -281,8 +297,36 @@ def test_an_agent_with_another_encoding_counts_in_its_own(api, agent, monkeypatc
         answers.append((response.json()["token_counts"], statements(queries)))
     (first, first_sql), (second, second_sql) = answers
     assert first == second == [expected]
-    assert not at_once(first_sql) and at_once(second_sql)
+    assert "WITH ka AS" in first_sql[0][:40] and len(first_sql) == 3  # tried, usual way
+    assert at_once(second_sql)
     assert list(Message.objects.values_list("token_count", flat=True)) == [expected] * 2
+
+
+def test_an_encoding_that_cannot_be_loaded_is_left_to_the_usual_way(api, agent):
+    assert api.put("/api/v1/sessions/live", {}).status_code == 201
+    key_hash = ApiKey.objects.get(agent=agent).key_hash
+    auth.KNOWN_KEYS.encodings[key_hash] = "no_such_encoding"
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(TURNS.format("live"), BODY)
+    assert response.status_code == 201 and len(statements(queries)) == 2
+    assert auth.KNOWN_KEYS.encoding(key_hash) == "cl100k_base"  # noted again
+    assert Message.objects.count() == 2
+
+
+def test_a_wrong_key_is_counted_as_a_failure_once(api, settings):
+    """A wrong key is never tried in a statement (it was never authenticated here): its
+    failures are counted by authentication alone, as with the lane off (each from an
+    address of its own)."""
+    settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = "2/300"
+    answers = {}
+    for lane, address in ((False, "10.0.0.1"), (True, "10.0.0.2")):
+        settings.MEMORYAPP_API_LANE = lane
+        wrong = ApiClient(Client(REMOTE_ADDR=address), "mk_wrong")
+        with CaptureQueriesContext(connection) as queries:
+            answers[lane] = [wrong.post(TURNS.format("s"), BODY).status_code for _ in range(3)]
+        assert not any("WITH ka AS" in sql[:40] for sql in statements(queries))
+    assert answers[False] == answers[True] == [401, 401, 429]
+    assert not Message.objects.exists()
 
 
 def test_an_address_refused_is_answered_429_and_nothing_is_written(api, settings):
@@ -368,5 +412,38 @@ def test_a_connection_the_server_ended_is_checked_and_replaced_before_the_write(
     response = api.post(TURNS.format("live"), BODY)
     assert response.status_code == 201, response.content
     assert checks == [1] and connection.connection is not before
+    assert Message.objects.count() == 2
+    Session.objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("why", ["a long pause", "a socket poll cannot watch"])
+def test_after_a_long_pause_or_without_a_look_at_the_socket_django_checks(api, monkeypatch, why):
+    """Something on the way (a NAT, a load balancer) may drop an idle connection without
+    a word: after more than rows.TRUSTED_IDLE_SECONDS, Django's check runs before the
+    write, as it does when the socket cannot be looked at (poll() failing, say)."""
+    import select
+
+    from memoryapp.core import rows
+
+    assert api.put("/api/v1/sessions/live", {}).status_code == 201
+    checks = []
+    wrapper = type(connections[connection.alias])
+    real = wrapper.is_usable
+    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    connection.close_if_unusable_or_obsolete()
+    if why == "a long pause":
+        ended = connections[connection.alias].memoryapp_request_ended
+        connections[connection.alias].memoryapp_request_ended = (
+            ended - rows.TRUSTED_IDLE_SECONDS - 1
+        )
+    else:
+
+        def refuse():
+            raise ValueError("filedescriptor out of range in select()")
+
+        monkeypatch.setattr(select, "poll", refuse)
+    assert api.post(TURNS.format("live"), BODY).status_code == 201
+    assert checks == [1]
     assert Message.objects.count() == 2
     Session.objects.all().delete()

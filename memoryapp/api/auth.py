@@ -191,4 +191,31 @@ class ApiKeyAuth(HttpBearer):
                 f"seconds; retry after {retry_after} seconds",
             )
         key.touch()
+        KNOWN_KEYS.note(key)
         return key
+
+
+class _KnownKeys:
+    """The agent's encoding of each API key this process authenticated, by the key's hash:
+    sessions.post_turn_at_once looks a key up in its write only when the key is known
+    here (a wrong key never costs a write's statement) and counts tokens in that encoding
+    before the statement finds the agent. Bounded (emptied when full: a key forgotten is
+    authenticated the usual way once more)."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self.encodings: dict[str, str] = {}
+
+    def encoding(self, key_hash: str) -> str | None:
+        return self.encodings.get(key_hash)
+
+    def note(self, key: ApiKey) -> None:
+        if self.encodings.get(key.key_hash) == key.agent.encoding:
+            return
+        if len(self.encodings) >= self.LIMIT:
+            self.encodings.clear()
+        self.encodings[key.key_hash] = key.agent.encoding
+
+
+KNOWN_KEYS = _KnownKeys()

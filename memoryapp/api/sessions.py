@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -14,7 +13,12 @@ from ninja import Path, Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import answers, pagination
-from memoryapp.api.auth import MAX_TOKEN_LENGTH, bearer_token, may_write_before_lookup
+from memoryapp.api.auth import (
+    KNOWN_KEYS,
+    MAX_TOKEN_LENGTH,
+    bearer_token,
+    may_write_before_lookup,
+)
 from memoryapp.api.common import (
     READ,
     READ_ONE,
@@ -59,7 +63,7 @@ from memoryapp.core.conversation import (
     session_summary,
 )
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
-from memoryapp.core.models import ApiKey, Message, Session, Subtask, Turn, hash_api_key
+from memoryapp.core.models import Message, Session, Subtask, Turn, hash_api_key
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
@@ -180,7 +184,6 @@ def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpRes
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
     except UnknownFinding as exc:
         raise HttpError(422, str(exc)) from None
-    _ENCODINGS.note(request.auth)
     stored = answers.answer(TurnOut, answer, 201)
     if replayed:
         target = stored if isinstance(stored, HttpResponse) else response
@@ -225,40 +228,17 @@ def _turn_input(payload: TurnIn) -> TurnInput:
     )
 
 
-class _Encodings:
-    """The encoding of the agent of each key post_turn_at_once met with another one than
-    the default (it counts tokens before the statement that finds the agent), by the
-    key's hash; bounded (emptied when full: a guess is only ever a round trip's worth)."""
-
-    LIMIT = 10_000
-
-    def __init__(self) -> None:
-        self.by_key: dict[str, str] = {}
-
-    def guess(self, key_hash: str) -> str:
-        return self.by_key.get(key_hash, tokens.DEFAULT_ENCODING)
-
-    def note(self, key: Any) -> None:
-        if not isinstance(key, ApiKey) or key.agent.encoding == self.guess(key.key_hash):
-            return
-        if len(self.by_key) >= self.LIMIT:
-            self.by_key.clear()
-        self.by_key[key.key_hash] = key.agent.encoding
-
-
-_ENCODINGS = _Encodings()
-
-
 def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
     """POST …/turns with the API key's lookup in the append's own statement
     (conversation.append_turn_with_key): one round trip to the database where
     authentication and the append took two (the lane sends each such request here,
-    memoryapp/api/lane.py). For the common request only: a valid body, a usable key
-    that is not rate-limited, a live session, no tool calls, no Idempotency-Key used
-    before. None for anything else, with nothing written and nothing answered: the
-    request then goes the usual way (authentication, then the view), which answers it.
-    Some of that is known only after the statement, which writes nothing then: a wrong
-    key, an expired or new session, a replay."""
+    memoryapp/api/lane.py). For the common request only: a valid body, a key this
+    process has authenticated before (auth.KNOWN_KEYS) and that is not rate-limited, a
+    live session, no tool calls, no Idempotency-Key used before. None for anything else,
+    with nothing written and nothing answered (but a refused address's 429): the request
+    then goes the usual way (authentication, then the view), which answers it. Some of
+    that is known only after the statement, which writes nothing then: a key revoked
+    since, an agent whose encoding changed, an expired or new session, a replay."""
     from memoryapp.api.api import api
 
     token = bearer_token(request)
@@ -271,6 +251,17 @@ def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
         or (idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY)
     ):
         return None
+    key_hash = hash_api_key(token)
+    encoding = KNOWN_KEYS.encoding(key_hash)
+    if encoding is None:  # not authenticated here yet (or a wrong key): the usual way
+        return None
+    try:
+        # First, as authentication comes before the body: a refused address is answered
+        # 429 without its body being read.
+        if not may_write_before_lookup(request, key_hash):
+            return None
+    except Exception as exc:
+        return api.on_exception(request, exc)
     try:
         key = check_session_key(key)
         payload = TurnIn.model_validate(
@@ -280,14 +271,11 @@ def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
         return None
     if getattr(request, "unstorable", None) is not None or payload.tool_calls:
         return None
-    key_hash = hash_api_key(token)
     try:
-        if not may_write_before_lookup(request, key_hash):
-            return None
         rows.skip_health_check_if_idle()
         stored = append_turn_with_key(
             key_hash,
-            _ENCODINGS.guess(key_hash),
+            encoding,
             key,
             _turn_input(payload),
             idempotency_key=idempotency_key,
@@ -297,6 +285,8 @@ def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
             return None
         request.auth = stored[0]  # type: ignore[attr-defined]
         return answers.answer(TurnOut, stored[1], 201)
+    except tokens.EncodingUnavailable:  # before the statement: the usual way answers
+        return None
     except Exception as exc:  # answered as the API answers its views' exceptions
         return api.on_exception(request, exc)
 

@@ -506,7 +506,11 @@ def append_turn_with_key(
     and wrote nothing, for any reason (no usable key of that hash, an agent with another
     encoding, no live session of that key, the Idempotency-Key already used, tool calls
     to write): the caller then authenticates and appends as before, and that way gives
-    each of those its answer. (The key, with its agent, and the answer otherwise.)"""
+    each of those its answer. (The key, with its agent, and the answer otherwise.)
+
+    The key's row is written (its last use, once a minute) while the session's is
+    locked: deleting the agent at that moment (its keys before its sessions) can make
+    PostgreSQL end one of the two as a deadlock, the append answered 503 and not stored."""
     if _ONE_STATEMENT.get(connection.vendor) is None or turn.tool_calls:
         return None
     counts, usage = _counted(encoding, turn)

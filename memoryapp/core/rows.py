@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime
 import functools
 import select
+import time
 import weakref
 from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.core.signals import request_finished
 from django.db import DatabaseError, DataError, IntegrityError, connection, models
 from django.utils.asyncio import async_unsafe
 from psycopg.pq import Format, TransactionStatus
@@ -260,15 +262,22 @@ def first_read(sql: str, params: list) -> tuple | None:
     return read()
 
 
+# A kept connection used within this many seconds is trusted without Django's check before
+# a write (skip_health_check_if_idle): a connection dropped silently on the way (a NAT's or
+# a load balancer's idle timeout, minutes long: 350 s on AWS) is dropped after longer pauses.
+TRUSTED_IDLE_SECONDS = 60.0
+
+
 def skip_health_check_if_idle() -> None:
     """Before a request's first statement when it is a write (which, unlike first_read's
     read, must never run twice): Django's health check of a kept connection (a `SELECT 1`
-    round trip) is skipped when the connection shows locally that it is fine: open, in
-    no transaction, and with nothing to read on its socket. A server that ends a
-    connection (a restart, a failover, an idle timeout, a terminated backend) closes its
-    socket, which then reads as ready (the end, or the server's last message): the check
-    runs then, as before, and replaces the connection. A connection that hangs without
-    a word fails the write as it would have failed the check. PostgreSQL only."""
+    round trip) is skipped when the connection shows locally that it is fine: used by a
+    request that ended less than TRUSTED_IDLE_SECONDS ago, open, in no transaction, and
+    with nothing to read on its socket. A server that ends a connection (a restart, a
+    failover, an idle timeout, a terminated backend) closes its socket, which then reads
+    as ready (the end, or the server's last message): the check runs then, as before, and
+    replaces the connection; so it does after a longer pause, when something on the way
+    may have dropped the connection without a word. PostgreSQL only."""
     if not (
         connection.vendor == "postgresql"
         and connection.connection is not None
@@ -277,12 +286,28 @@ def skip_health_check_if_idle() -> None:
         and not connection.in_atomic_block
     ):
         return
+    ended = getattr(_wrapper(), "memoryapp_request_ended", None)
+    if ended is None or time.monotonic() - ended > TRUSTED_IDLE_SECONDS:
+        return
     raw = connection.connection
     if raw.closed or raw.info.transaction_status != TransactionStatus.IDLE:
         return
-    readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
-    if not readable:
-        connection.health_check_done = True
+    try:
+        poller = select.poll()
+        poller.register(raw.pgconn.socket, select.POLLIN)
+        if poller.poll(0):
+            return  # something to read: the server's end, or a message; Django checks
+    except (OSError, ValueError):
+        return
+    connection.health_check_done = True
+
+
+def _note_request_ended(**kwargs: Any) -> None:
+    """When a request ended, on its thread's connection (skip_health_check_if_idle)."""
+    _wrapper().memoryapp_request_ended = time.monotonic()
+
+
+request_finished.connect(_note_request_ended, dispatch_uid="memoryapp.rows.request_ended")
 
 
 def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> list[Any]:
