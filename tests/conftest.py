@@ -89,6 +89,24 @@ def keep_connection_open(monkeypatch):
         monkeypatch.setattr(connection, "close_if_unusable_or_obsolete", lambda: None)
 
 
+def count_health_checks(monkeypatch) -> list[int]:
+    """A list that gets an item for each of Django's connection health checks (its
+    `is_usable`, a `SELECT 1`) from now on; the checks still run."""
+    from django.db import connection
+
+    checks: list[int] = []
+    wrapper = type(connections[connection.alias])
+    real = wrapper.is_usable
+    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    return checks
+
+
+def without_times(answer: dict) -> dict:
+    """An append's answer without its session's key and wall-clock times."""
+    summary = {k: v for k, v in answer["session"].items() if k != "key" and not k.endswith("_at")}
+    return {**answer, "session": summary}
+
+
 # Real tool calls and outputs from agent transcripts (tests/fixtures/SOURCE.txt says whence).
 TOOL_OUTPUTS: dict[str, dict] = json.loads(
     (Path(__file__).parent / "fixtures" / "tool_outputs.json").read_text()

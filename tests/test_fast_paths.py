@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from memoryapp.core import conversation
 from memoryapp.core.models import ExtractionJob, IdempotencyRecord, Message, Session, Turn
+from tests.conftest import without_times
 
 pytestmark = pytest.mark.django_db
 
@@ -78,11 +79,6 @@ def stored(session: Session) -> dict:
         "lifetime": session.expires_at - session.last_activity_at,
         "metadata": session.metadata,
     }
-
-
-def without_times(answer: dict) -> dict:
-    summary = {k: v for k, v in answer["session"].items() if k != "key" and not k.endswith("_at")}
-    return {**answer, "session": summary}
 
 
 @pytest.mark.parametrize("idempotent", [False, True])

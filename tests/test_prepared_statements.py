@@ -14,11 +14,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
 
 from memoryapp.core import rows
 from memoryapp.core.models import Agent
+from tests.conftest import count_health_checks
 
 pytestmark = pytest.mark.django_db
 
@@ -189,11 +190,8 @@ def test_a_requests_key_lookup_needs_no_health_check_round_trip(api, monkeypatch
     statement; the key's lookup, a read, is that check itself: a live connection answers
     it with no check before, a dead one is replaced and the lookup run again."""
     assert api.get("/api/v1/agent").status_code == 200
-    checks = []
-    wrapper = type(connections[connection.alias])
-    real = wrapper.is_usable
-    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
     connection.close_if_unusable_or_obsolete()  # a request's start, as in a server
+    checks = count_health_checks(monkeypatch)
     if not alive:
         connection.connection.close()  # the server closed it meanwhile
     before = connection.connection
@@ -264,10 +262,7 @@ def test_inside_a_transaction_the_key_lookup_takes_djangos_way(api, monkeypatch)
     """In a caller's transaction a failed read cannot be run again on a new connection:
     there Django's own check (when due) comes first."""
     assert api.get("/api/v1/agent").status_code == 200
-    checks = []
-    wrapper = type(connections[connection.alias])
-    real = wrapper.is_usable
-    monkeypatch.setattr(wrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    checks = count_health_checks(monkeypatch)
     connection.health_check_done = False
     assert connection.in_atomic_block
     assert api.get("/api/v1/agent").status_code == 200

@@ -112,8 +112,17 @@ def may_write_before_lookup(request: HttpRequest, key_hash: str) -> bool:
         raise refused
     if ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY).count <= 0:
         return True
+    counted, retry_after = _counted_early(request, key_hash)
+    return counted and retry_after is None
+
+
+def _counted_early(request: HttpRequest, key_hash: str) -> tuple[bool, int | None]:
+    """Whether the middleware counted this key in its round trip (count_key_early), and
+    if so its answer: the seconds to wait when over the key's limit, else None."""
     early = getattr(request, "key_counted", None)
-    return early is not None and early[0] == key_hash and early[1] is None
+    if early is not None and early[0] == key_hash:
+        return True, early[1]
+    return False, None
 
 
 def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
@@ -178,10 +187,8 @@ class ApiKeyAuth(HttpBearer):
             return None
         limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_KEY)
         # Counted by the middleware in its round trip (one per request), else here.
-        early = getattr(request, "key_counted", None)
-        if early is not None and early[0] == key.key_hash:
-            retry_after = early[1]
-        else:
+        counted, retry_after = _counted_early(request, key.key_hash)
+        if not counted:
             retry_after = ratelimit.hit("key", key.key_hash, limit)
         if retry_after is not None:
             ratelimit.note_refusal(key.pk)

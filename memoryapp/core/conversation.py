@@ -388,23 +388,34 @@ def _append_in_one_statement(
         "agent_ttl": agent.ttl_seconds,
         "agent": agent.pk,
     }
-    # The statement is its own transaction (one round trip), with an Idempotency-Key the
-    # record of its answer too; inside a caller's transaction, a savepoint keeps that
-    # transaction usable when a concurrent retry's record wins (only a key can conflict).
+    return _run_append(
+        _ONE_STATEMENT[connection.vendor],
+        params,
+        idempotency_key,
+        lambda row: _statement_answer(row, agent, counts),
+    )
+
+
+def _run_append(
+    sql: str, params: dict[str, Any], idempotency_key: str | None, answer: Callable[[tuple], Any]
+) -> Any:
+    """`answer` of the row of an append's one statement (_APPEND_PG, or it with the key's
+    lookup); None when the statement wrote nothing (no row).
+
+    The statement is its own transaction (one round trip), with an Idempotency-Key the
+    record of its answer too; inside a caller's transaction, a savepoint keeps that
+    transaction usable when a concurrent retry's record wins (only a key can conflict)."""
     nested = idempotency_key and connection.in_atomic_block
     try:
         with transaction.atomic() if nested else nullcontext():
             with rows.binding_cursor() as cursor:
-                cursor.execute(_ONE_STATEMENT[connection.vendor], params)
+                cursor.execute(sql, params)
                 row = cursor.fetchone()
-            if row is None:
-                return None
-            response = _statement_answer(row, agent, counts)
+            return None if row is None else answer(row)
     except IntegrityError:
         # A concurrent retry with the same Idempotency-Key stored its turn first: nothing
         # of this one was kept; the general path answers the stored turn.
         return None
-    return response
 
 
 def _statement_params(
@@ -522,20 +533,14 @@ def append_turn_with_key(
         "encoding": encoding,
         "stale": now - timedelta(seconds=settings.MEMORYAPP_KEY_TOUCH_SECONDS),
     }
-    nested = idempotency_key and connection.in_atomic_block  # as _append_in_one_statement
-    try:
-        with transaction.atomic() if nested else nullcontext():
-            with rows.binding_cursor() as cursor:
-                cursor.execute(sql, params)
-                row = cursor.fetchone()
-            if row is None:
-                return None
-            start = len(_RETURNED) + 2 + 3  # the session, job, answer; ka_key/_agent/_ttl
-            api_key = key_columns.instance(row, start)
-            api_key.agent = agent_columns.instance(row, start + len(key_columns))
-            return api_key, _statement_answer(row, api_key.agent, counts)
-    except IntegrityError:
-        return None
+
+    def answer(row: tuple) -> tuple[ApiKey, TurnStored]:
+        start = len(_RETURNED) + 2 + 3  # the session, job, answer; ka_key/_agent/_ttl
+        api_key = key_columns.instance(row, start)
+        api_key.agent = agent_columns.instance(row, start + len(key_columns))
+        return api_key, _statement_answer(row, api_key.agent, counts)
+
+    return _run_append(sql, params, idempotency_key, answer)
 
 
 def session_summary(session: Session) -> SessionSummary:
