@@ -146,6 +146,43 @@ def history_message(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A message's columns (of table alias m) as history_message writes them, written by
+# PostgreSQL in the select itself (empty text as null, the creation time as json_time
+# writes it: milliseconds cut, not rounded, none when there are no microseconds, UTC as
+# `Z`), the JSON columns as their text: history_messages reads rows of these. Restoring 85
+# messages in process: 0.46 -> 0.30 ms (the row's read and the dict written in one step).
+_CREATED = "(m.created_at AT TIME ZONE 'UTC')"
+HISTORY_MESSAGE_SQL = (
+    "m.seq, m.role, m.content, m.token_count, "
+    f"to_char({_CREATED}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE "
+    f"WHEN CAST(date_part('microseconds', {_CREATED}) AS integer) %% 1000000 = 0 THEN 'Z' "
+    f"ELSE to_char({_CREATED}, '.MS\"Z\"') END, "
+    "NULLIF(m.name, ''), NULLIF(m.tool_call_id, ''), CAST(m.tool_calls AS text), "
+    "NULLIF(m.client_id, ''), m.removed_at, CAST(m.revisions AS text)"
+)
+_HISTORY_FIELDS = (
+    "seq", "role", "content", "token_count", "created_at", "name", "tool_call_id",
+    "tool_calls", "client_id", "removed_at", "revisions",
+)  # fmt: skip
+HISTORY_MESSAGE_WIDTH = len(_HISTORY_FIELDS)
+
+
+def history_messages(rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
+    """history_message of each row of HISTORY_MESSAGE_SQL's columns (from `start`)."""
+    written = []
+    end = start + HISTORY_MESSAGE_WIDTH
+    for row in rows:
+        m = dict(zip(_HISTORY_FIELDS, row[start:end], strict=True))
+        if m["tool_calls"] is not None:
+            m["tool_calls"] = json.loads(m["tool_calls"]) or None
+        if m["removed_at"] is not None:
+            m["removed_at"] = json_time(m["removed_at"])
+        if m["revisions"] is not None:
+            m["revisions"] = json.loads(m["revisions"]) or None
+        written.append(m)
+    return written
+
+
 def answer(schema: type[BaseModel], data: dict, status: int = 200) -> Any:
     """The view's answer `data`, shaped by `schema`, as a JSON response with `status`;
     with ENABLED off, `data` itself for ninja to validate (status 200 only)."""

@@ -5,13 +5,19 @@ for a while (the middleware answers its requests 429)."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from memoryapp.api import answers
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import ratelimit, rows
+from memoryapp.core.limits import MAX_MESSAGES_SETTING
 from memoryapp.core.models import Agent, ApiKey, Session, hash_api_key
 
 
@@ -125,38 +131,104 @@ def _counted_early(request: HttpRequest, key_hash: str) -> tuple[bool, int | Non
     return False, None
 
 
-def _find_key(token: str, session_key: str | None = None) -> ApiKey | None:
+def _find_key(
+    token: str, session_key: str | None = None, history: tuple[int | None] | None = None
+) -> ApiKey | None:
     """The usable key `token` is, with its agent: what `ApiKey.objects.usable()
     .select_related("agent").filter(key_hash=…).first()` answers, in a third of its time
     (every request authenticates; the ORM compiled that query anew each time).
 
     With `session_key`, the agent's live session of that key comes in the same round
-    trip (or None), as `key.session_read = (session_key, session)`: see live_session."""
-    key_columns, agent_columns = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
-    session_columns = rows.columns(Session, "s")
-    select = f"SELECT {key_columns.sql}, {agent_columns.sql}"
-    joins = f"FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id"
+    trip (or None), as `key.session_read = (session_key, session)`: see live_session.
+    With `history` too, `(max_messages,)` of a restore (None: the agent's), the
+    session's messages come along when the restore reads them all at once (no more of
+    them than the limit and one: conversation._choose), as `key.messages_read`: see
+    messages_read."""
+    statement = _key_statement(session_key is not None, history is not None)
     params: list = [hash_api_key(token)]
     if session_key is not None:
-        select += f", {session_columns.sql}"
-        joins += (
-            f" LEFT JOIN {Session._meta.db_table} s ON s.agent_id = k.agent_id"
-            " AND s.key = %s AND s.expires_at > %s"
-        )
         params = [session_key, timezone.now(), *params]
+    if history is not None:
+        params.append(history[0])
     # A request's first statement: without a health check's round trip before it.
-    row = rows.first_read(
-        f"{select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL", params
-    )
-    if row is None:
+    found = rows.first_read(statement.sql, params, every_row=True)
+    if not found:
         return None
-    key = key_columns.instance(row)
-    key.agent = agent_columns.instance(row, len(key_columns))
+    row = found[0]
+    key = statement.key.instance(row)
+    key.agent = statement.agent.instance(row, len(statement.key))
     if session_key is not None:
-        start = len(key_columns) + len(agent_columns)
-        found = row[start] is not None  # the session's id: NULL when the join found none
-        key.session_read = (session_key, session_columns.instance(row, start) if found else None)
+        start = len(statement.key) + len(statement.agent)
+        read = row[start] is not None  # the session's id: NULL when the join found none
+        session = statement.session.instance(row, start) if read else None
+        key.session_read = (session_key, session)
+        limit = None if history is None else history[0]
+        if limit is None:
+            limit = key.agent.max_messages
+        if history is not None and session is not None and session.message_count <= limit + 1:
+            # Every message, seq 1 to the count as read (the statement's own condition).
+            messages = answers.history_messages(found[1:], statement.message_start)
+            if len(messages) == session.message_count:
+                key.messages_read = (session_key, history[0], session.pk, messages)
     return key
+
+
+class _KeyStatement:
+    """The key's lookup (with its agent; the session a path names; a restore's messages)."""
+
+    def __init__(self, with_session: bool, with_messages: bool) -> None:
+        from memoryapp.core.models import Message
+
+        self.key, self.agent = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
+        self.session = rows.columns(Session, "s")
+        select = f"{self.key.sql}, {self.agent.sql}"
+        joins = f"FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id"
+        if with_session:
+            select += f", {self.session.sql}"
+            joins += (
+                f" LEFT JOIN {Session._meta.db_table} s ON s.agent_id = k.agent_id"
+                " AND s.key = %s AND s.expires_at > %s"
+            )
+        lookup = f"SELECT {select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
+        self.message_start = len(self.key) + len(self.agent) + len(self.session)
+        if not with_messages:
+            self.sql = lookup
+            return
+        # The lookup's row, then each message as a row of its own (the lookup's columns
+        # NULL), oldest first: the lookup's columns are not sent again with every message.
+        found = [f"c{i}" for i in range(self.message_start)]
+        session_at = len(self.key) + len(self.agent)
+        session_id = found[session_at + self.session.attnames.index("id")]
+        count = found[session_at + self.session.attnames.index("message_count")]
+        agent_limit = found[len(self.key) + self.agent.attnames.index("max_messages")]
+        nulls = ", ".join(["NULL"] * answers.HISTORY_MESSAGE_WIDTH)
+        self.sql = (
+            f"WITH ka ({', '.join(found)}) AS ({lookup}) "
+            f"SELECT {', '.join(found)}, {nulls} FROM ka "
+            f"UNION ALL SELECT {', '.join(['NULL'] * len(found))}, {answers.HISTORY_MESSAGE_SQL} "
+            f"FROM ka JOIN {Message._meta.db_table} m ON m.session_id = ka.{session_id} "
+            f"AND m.seq <= ka.{count} "
+            f"WHERE ka.{count} <= COALESCE(CAST(%s AS bigint), ka.{agent_limit}) + 1 "
+            f"ORDER BY {self.message_start + 1} NULLS FIRST"  # seq
+        )
+
+
+@functools.cache
+def _key_statement(with_session: bool, with_messages: bool) -> _KeyStatement:
+    return _KeyStatement(with_session, with_messages)
+
+
+def messages_read(request: HttpRequest, session: Session, max_messages: int | None) -> Any:
+    """The messages of `session` that authentication read with the key for a restore
+    with `max_messages` asked (None: the agent's), if it read them (taken once), else
+    None: conversation.restore_history's `everything`."""
+    read = request.auth.__dict__.pop("messages_read", None)
+    if read is None:
+        return None
+    session_key, limit, session_id, messages = read
+    if (session_key, limit, session_id) != (session.key, max_messages, session.pk):
+        return None
+    return messages
 
 
 def _session_in_path(request: HttpRequest) -> str | None:
@@ -173,10 +245,30 @@ def _session_in_path(request: HttpRequest) -> str | None:
         return None
 
 
+def _restore_in_path(request: HttpRequest) -> tuple[int | None] | None:
+    """`(max_messages,)` of a `GET …/history` (None when not asked: the agent's), whose
+    messages authentication may read in its own statement; None for any other request,
+    or one whose max_messages the view will refuse (it checks the limit it reads). On
+    PostgreSQL (the statement writes each message's JSON fields: answers.HISTORY_MESSAGE_SQL)
+    with the API's own answers (answers.ENABLED)."""
+    if request.method != "GET" or not request.path_info.endswith("/history"):
+        return None
+    if connection.vendor != "postgresql" or not answers.ENABLED:
+        return None
+    asked = request.GET.get("max_messages")
+    if asked is None:
+        return (None,)
+    if not (asked.isascii() and asked.isdigit()) or int(asked) > MAX_MESSAGES_SETTING:
+        return None
+    return (int(asked),)
+
+
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         usable = token and len(token) <= MAX_TOKEN_LENGTH
-        key = _find_key(token, _session_in_path(request)) if usable else None
+        session_key = _session_in_path(request) if usable else None
+        history = _restore_in_path(request) if session_key is not None else None
+        key = _find_key(token, session_key, history) if usable else None
         # The address's limits, sent by the middleware before the lookup, answered by now.
         refused = address_refusal(request)
         if refused is not None:

@@ -18,6 +18,7 @@ from memoryapp.api.auth import (
     MAX_TOKEN_LENGTH,
     bearer_token,
     may_write_before_lookup,
+    messages_read,
 )
 from memoryapp.api.common import (
     READ,
@@ -308,8 +309,14 @@ def get_history(
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
     write = answers.history_message if answers.ENABLED else None
+    # Read with the key, each already written as history_message writes it.
+    everything = messages_read(request, session, max_messages)
     answer = restore_history(
-        session, max_messages=limit_messages, max_tokens=limit_tokens, write=write
+        session,
+        max_messages=limit_messages,
+        max_tokens=limit_tokens,
+        write=write if everything is None else _written,
+        everything=everything,
     )
     summary = (
         summarize_pruned(
@@ -329,6 +336,10 @@ def get_history(
         "max_tokens": limit_tokens,
     }
     return answers.answer(HistoryOut, history)
+
+
+def _written(message: dict) -> dict:
+    return message
 
 
 @router.get("/sessions/{key}/messages", response={200: MessagePage, **READ_ONE}, tags=["turns"])

@@ -611,16 +611,22 @@ _COST_FIELDS = ("seq", "role", "token_count")
 
 
 def _choose(
-    session: Session, max_messages: int, max_tokens: int, fields: tuple[str, ...] = ()
+    session: Session,
+    max_messages: int,
+    max_tokens: int,
+    fields: tuple[str, ...] = (),
+    everything: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], Run]:
     """The pruning rule over the stored session (memoryapp.lib.pruning): its system
     messages, every message read by seq, and the kept run. A session with no more
     messages than the limit is read all at once; a longer one reads its system messages,
     then the newest others page by page until the run is chosen. `fields`: the columns
-    read of each message (MESSAGE_FIELDS by default)."""
+    read of each message (MESSAGE_FIELDS by default). `everything`: the session's every
+    message (its `fields`, oldest first), already read, for a session read all at once."""
     read: dict[int, dict[str, Any]] = {}
     if session.message_count <= max_messages + 1:
-        everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", fields)
+        if everything is None:
+            everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", fields)
         system = [m for m in everything if m["role"] == Message.Role.SYSTEM]
         for m in everything:
             read[m["seq"]] = m
@@ -656,12 +662,14 @@ def restore_history(
     max_messages: int,
     max_tokens: int,
     write: Callable[[dict[str, Any]], Any] | None = None,
+    everything: list[dict[str, Any]] | None = None,
 ) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
     Values, not model instances: a whole history is thousands of rows. `write`: how each
     kept message's columns are written (message_dict by default; the API writes its
-    JSON's shape directly, api.answers.history_message)."""
-    system, read, run = _choose(session, max_messages, max_tokens)
+    JSON's shape directly, api.answers.history_message). `everything`: see _choose
+    (authentication reads them with the key: api.auth.messages_read)."""
+    system, read, run = _choose(session, max_messages, max_tokens, everything=everything)
     system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens

@@ -73,10 +73,10 @@ class Columns:
         )
         return [from_db(alias, names, self._converted(r, start, converters)) for r in rows]
 
-    def dicts(self, rows: list[tuple]) -> list[dict[str, Any]]:
-        """Each row as `.values(*names)` gives it: {attname: value}."""
+    def dicts(self, rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
+        """Each row (from `start`) as `.values(*names)` gives it: {attname: value}."""
         converters, names = self._converters(), self.attnames
-        return [dict(zip(names, self._converted(r, 0, converters), strict=True)) for r in rows]
+        return [dict(zip(names, self._converted(r, start, converters), strict=True)) for r in rows]
 
     def _converters(self) -> list:
         """(index, expression, converters) of each column that has converters (on
@@ -224,8 +224,9 @@ def fixed_cursor():
     return _binding_cursor(True) if preparing() else connection.cursor()
 
 
-def first_read(sql: str, params: list) -> tuple | None:
-    """The first row of `sql`, a read (never a write: it may run twice) that is the first
+def first_read(sql: str, params: list, *, every_row: bool = False) -> Any:
+    """The first row of `sql` (None without one; with `every_row`, the list of its
+    rows), a read (never a write: it may run twice) that is the first
     statement of a request (the API key's lookup), without Django's health check of a
     kept connection before it.
 
@@ -236,10 +237,10 @@ def first_read(sql: str, params: list) -> tuple | None:
     on a new one, as the check would have replaced it. Inside a transaction (a
     caller's), or with the check already done or off, Django's own way."""
 
-    def read() -> tuple | None:
+    def read() -> Any:
         with fixed_cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchone()
+            return cursor.fetchall() if every_row else cursor.fetchone()
 
     optimistic = (
         connection.connection is not None
