@@ -26,6 +26,7 @@ pytestmark = [
 ]
 
 HISTORY = "/api/v1/sessions/{}/history"
+TURNS = "/api/v1/sessions/{}/turns"
 
 
 def statements(queries) -> list[str]:
@@ -57,12 +58,12 @@ def both_ways(api, monkeypatch, key: str, params: dict | None = None):
 
 def a_session(api, key: str, turns: int = 5) -> None:
     api.post(
-        HISTORY.format(key).replace("history", "turns"),
+        TURNS.format(key),
         turn(("system", "You fix parsers."), ("user", "Where is the parser? é 😀 <b>")),
     )
     for n in range(turns):
         api.post(
-            HISTORY.format(key).replace("history", "turns"),
+            TURNS.format(key),
             {
                 "messages": [
                     {"role": "user", "content": f"step {n}: run the tests"},
@@ -110,6 +111,52 @@ def test_a_session_past_the_limit_is_read_the_usual_way(api, agent, monkeypatch)
     assert any("m.role = " in s and "system" in s for s in sql[1:])
 
 
+def test_a_session_longer_than_read_with_the_key_is_read_after_it(api, monkeypatch):
+    """Authentication reads the messages before a rate limit can refuse the request:
+    never more than auth.READ_WITH_KEY of them, whatever the limit asked."""
+    monkeypatch.setattr(auth, "READ_WITH_KEY", 8)
+    auth._key_statement.cache_clear()
+    try:
+        a_session(api, "s", turns=3)  # 8 messages
+        whole = {"max_messages": 10000}
+        (_, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "s", whole)
+        assert at_once == usual and len(at_once["messages"]) == 8 and fused(sql)
+        monkeypatch.setattr(auth, "READ_WITH_KEY", 8)
+        api.post(TURNS.format("s"), turn(("user", "ninth")))
+        (_, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "s", whole)
+        assert at_once == usual and len(at_once["messages"]) == 9
+        assert "UNION ALL" in sql[0] and not fused(sql)
+    finally:
+        auth._key_statement.cache_clear()
+
+
+def test_a_refused_request_reads_no_more_than_read_with_the_key(api, settings):
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "1/3600"
+    a_session(api, "s", turns=1)
+    with CaptureQueriesContext(connection) as queries:
+        answer = api.get(HISTORY.format("s"), {"max_messages": 10000})
+    assert answer.status_code == 429
+    assert f"<= {auth.READ_WITH_KEY} " in statements(queries)[0]
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_restore_is_read_with_the_key_prepared_or_not(api, monkeypatch, settings, prepared):
+    settings.MEMORYAPP_PREPARE_STATEMENTS = prepared
+    a_session(api, "s", turns=1)
+    (_, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "s")
+    assert at_once == usual and fused(sql) and len(at_once["messages"]) == 4
+    (_, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "s", {"max_messages": 0})
+    assert at_once == usual and at_once["pruned_count"] == 3
+    assert any("m.role = " in s and "system" in s for s in sql[1:])
+
+
+def test_a_session_named_history_is_not_read_as_a_restore(api):
+    a_session(api, "history", turns=1)
+    with CaptureQueriesContext(connection) as queries:
+        answer = api.get("/api/v1/sessions/history")
+    assert answer.status_code == 200 and "UNION ALL" not in statements(queries)[0]
+
+
 def test_an_empty_session_is_read_with_the_key(api, monkeypatch):
     api.put("/api/v1/sessions/empty", {"goal": "nothing yet"})
     (status, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "empty")
@@ -144,7 +191,7 @@ def test_another_agents_or_an_expired_session_is_not_found(api, other_api, agent
 
 def test_the_other_agents_session_of_the_same_name_is_read(api, other_api, monkeypatch):
     a_session(api, "s", turns=1)
-    other_api.post(HISTORY.format("s").replace("history", "turns"), turn(("user", "theirs")))
+    other_api.post(TURNS.format("s"), turn(("user", "theirs")))
     (_, at_once, sql), (_, usual, _) = both_ways(other_api, monkeypatch, "s")
     assert at_once == usual and [m["content"] for m in at_once["messages"]] == ["theirs"]
     assert fused(sql)
@@ -157,11 +204,13 @@ def test_messages_read_with_the_key_are_taken_once_for_their_own_restore(api, ag
 
     a_session(api, "s", turns=1)
     session = Session.objects.get(agent=agent, key="s")
+    every = ["m"] * session.message_count
     for read, expected in [
-        (("s", None, session.pk, ["m"]), ["m"]),
-        (("t", None, session.pk, ["m"]), None),
-        (("s", 5, session.pk, ["m"]), None),
-        (("s", None, session.pk + 1, ["m"]), None),
+        (("s", None, session.pk, every), every),
+        (("t", None, session.pk, every), None),
+        (("s", 5, session.pk, every), None),
+        (("s", None, session.pk + 1, every), None),
+        (("s", None, session.pk, every[1:]), None),
     ]:
         request = SimpleNamespace(auth=SimpleNamespace(messages_read=read))
         assert auth.messages_read(request, session, None) == expected
@@ -191,7 +240,7 @@ def test_messages_read_with_the_key_are_taken_once_for_their_own_restore(api, ag
 def test_a_message_is_written_by_postgresql_as_history_message_writes_it(api, agent, columns):
     """answers.HISTORY_MESSAGE_SQL then history_messages write each stored column as
     history_message writes what the ORM reads."""
-    api.post(HISTORY.format("s").replace("history", "turns"), turn(("user", "hello")))
+    api.post(TURNS.format("s"), turn(("user", "hello")))
     values = dict(columns)
     for time_field in ("created_at", "removed_at"):
         if time_field in values:

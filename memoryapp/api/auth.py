@@ -142,8 +142,8 @@ def _find_key(
     trip (or None), as `key.session_read = (session_key, session)`: see live_session.
     With `history` too, `(max_messages,)` of a restore (None: the agent's), the
     session's messages come along when the restore reads them all at once (no more of
-    them than the limit and one: conversation._choose), as `key.messages_read`: see
-    messages_read."""
+    them than the limit and one: conversation._choose) and they are few (READ_WITH_KEY),
+    as `key.messages_read`: see messages_read."""
     statement = _key_statement(session_key is not None, history is not None)
     params: list = [hash_api_key(token)]
     if session_key is not None:
@@ -165,12 +165,20 @@ def _find_key(
         limit = None if history is None else history[0]
         if limit is None:
             limit = key.agent.max_messages
-        if history is not None and session is not None and session.message_count <= limit + 1:
+        count = None if session is None else session.message_count
+        if history is not None and count is not None and count <= min(limit + 1, READ_WITH_KEY):
             # Every message, seq 1 to the count as read (the statement's own condition).
             messages = answers.history_messages(found[1:], statement.message_start)
             if len(messages) == session.message_count:
                 key.messages_read = (session_key, history[0], session.pk, messages)
     return key
+
+
+# The most messages a restore reads with its key (a session's size, whatever the limit).
+# Authentication reads them before a rate limit or the view can refuse the request: this
+# bounds what a refused one costs. A longer session's restore reads after the lookup, as
+# before (a round trip saved is little beside its read).
+READ_WITH_KEY = 500
 
 
 class _KeyStatement:
@@ -201,7 +209,8 @@ class _KeyStatement:
         session_id = found[session_at + self.session.attnames.index("id")]
         count = found[session_at + self.session.attnames.index("message_count")]
         agent_limit = found[len(self.key) + self.agent.attnames.index("max_messages")]
-        nulls = ", ".join(["NULL"] * answers.HISTORY_MESSAGE_WIDTH)
+        # The lookup's row has seq 0 (a message's is 1 or more): it comes first.
+        nulls = ", ".join(["0", *["NULL"] * (answers.HISTORY_MESSAGE_WIDTH - 1)])
         self.sql = (
             f"WITH ka ({', '.join(found)}) AS ({lookup}) "
             f"SELECT {', '.join(found)}, {nulls} FROM ka "
@@ -209,7 +218,8 @@ class _KeyStatement:
             f"FROM ka JOIN {Message._meta.db_table} m ON m.session_id = ka.{session_id} "
             f"AND m.seq <= ka.{count} "
             f"WHERE ka.{count} <= COALESCE(CAST(%s AS bigint), ka.{agent_limit}) + 1 "
-            f"ORDER BY {self.message_start + 1} NULLS FIRST"  # seq
+            f"AND ka.{count} <= {READ_WITH_KEY} "
+            f"ORDER BY {self.message_start + 1}"  # seq
         )
 
 
@@ -228,7 +238,7 @@ def messages_read(request: HttpRequest, session: Session, max_messages: int | No
     session_key, limit, session_id, messages = read
     if (session_key, limit, session_id) != (session.key, max_messages, session.pk):
         return None
-    return messages
+    return messages if len(messages) == session.message_count else None
 
 
 def _session_in_path(request: HttpRequest) -> str | None:
@@ -251,7 +261,8 @@ def _restore_in_path(request: HttpRequest) -> tuple[int | None] | None:
     or one whose max_messages the view will refuse (it checks the limit it reads). On
     PostgreSQL (the statement writes each message's JSON fields: answers.HISTORY_MESSAGE_SQL)
     with the API's own answers (answers.ENABLED)."""
-    if request.method != "GET" or not request.path_info.endswith("/history"):
+    match = request.resolver_match
+    if request.method != "GET" or match is None or match.url_name != "get_history":
         return None
     if connection.vendor != "postgresql" or not answers.ENABLED:
         return None

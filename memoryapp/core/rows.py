@@ -73,10 +73,10 @@ class Columns:
         )
         return [from_db(alias, names, self._converted(r, start, converters)) for r in rows]
 
-    def dicts(self, rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
-        """Each row (from `start`) as `.values(*names)` gives it: {attname: value}."""
+    def dicts(self, rows: list[tuple]) -> list[dict[str, Any]]:
+        """Each row as `.values(*names)` gives it: {attname: value}."""
         converters, names = self._converters(), self.attnames
-        return [dict(zip(names, self._converted(r, start, converters), strict=True)) for r in rows]
+        return [dict(zip(names, self._converted(r, 0, converters), strict=True)) for r in rows]
 
     def _converters(self) -> list:
         """(index, expression, converters) of each column that has converters (on
