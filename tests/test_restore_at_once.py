@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memoryapp.api import answers, auth
+from memoryapp.core.conversation import MESSAGE_FIELDS
 from memoryapp.core.models import Message, Session
 from tests.conftest import turn
 
@@ -246,7 +247,7 @@ def test_a_message_is_written_by_postgresql_as_history_message_writes_it(api, ag
         if time_field in values:
             values[time_field] = datetime.fromisoformat(values[time_field])
     Message.objects.filter(session__key="s").update(**values)
-    stored = Message.objects.filter(session__key="s").values(*answers._HISTORY_FIELDS).get()
+    stored = Message.objects.filter(session__key="s").values(*MESSAGE_FIELDS).get()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {answers.HISTORY_MESSAGE_SQL} FROM {Message._meta.db_table} m "

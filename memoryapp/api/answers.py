@@ -26,6 +26,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
 from pydantic import BaseModel
 
+from memoryapp.core.conversation import MESSAGE_FIELDS
+
 # Off: views hand their dicts to ninja to validate, as before (the tests compare both).
 ENABLED = True
 
@@ -160,11 +162,8 @@ HISTORY_MESSAGE_SQL = (
     "NULLIF(m.name, ''), NULLIF(m.tool_call_id, ''), CAST(m.tool_calls AS text), "
     "NULLIF(m.client_id, ''), m.removed_at, CAST(m.revisions AS text)"
 )
-_HISTORY_FIELDS = (
-    "seq", "role", "content", "token_count", "created_at", "name", "tool_call_id",
-    "tool_calls", "client_id", "removed_at", "revisions",
-)  # fmt: skip
-HISTORY_MESSAGE_WIDTH = len(_HISTORY_FIELDS)
+# Its columns are conversation.MESSAGE_FIELDS, in their order, which are history_message's.
+HISTORY_MESSAGE_WIDTH = len(MESSAGE_FIELDS)
 
 
 def history_messages(rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
@@ -172,7 +171,7 @@ def history_messages(rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
     written = []
     end = start + HISTORY_MESSAGE_WIDTH
     for row in rows:
-        m = dict(zip(_HISTORY_FIELDS, row[start:end], strict=True))
+        m = dict(zip(MESSAGE_FIELDS, row[start:end], strict=True))
         if m["tool_calls"] is not None:
             m["tool_calls"] = json.loads(m["tool_calls"]) or None
         if m["removed_at"] is not None:

@@ -18,7 +18,7 @@ from memoryapp.api import answers
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import ratelimit, rows
 from memoryapp.core.limits import MAX_MESSAGES_SETTING
-from memoryapp.core.models import Agent, ApiKey, Session, hash_api_key
+from memoryapp.core.models import Agent, ApiKey, Message, Session, hash_api_key
 
 
 class RateLimited(Exception):
@@ -151,7 +151,7 @@ def _find_key(
     if history is not None:
         params.append(history[0])
     # A request's first statement: without a health check's round trip before it.
-    found = rows.first_read(statement.sql, params, every_row=True)
+    found = rows.first_read(statement.sql, params)
     if not found:
         return None
     row = found[0]
@@ -162,15 +162,11 @@ def _find_key(
         read = row[start] is not None  # the session's id: NULL when the join found none
         session = statement.session.instance(row, start) if read else None
         key.session_read = (session_key, session)
-        limit = None if history is None else history[0]
-        if limit is None:
-            limit = key.agent.max_messages
-        count = None if session is None else session.message_count
-        if history is not None and count is not None and count <= min(limit + 1, READ_WITH_KEY):
-            # Every message, seq 1 to the count as read (the statement's own condition).
+        if history is not None and session is not None:
+            # Every message, seq 1 to the count, or none (the statement's condition):
+            # messages_read gives them only when there are as many as the count.
             messages = answers.history_messages(found[1:], statement.message_start)
-            if len(messages) == session.message_count:
-                key.messages_read = (session_key, history[0], session.pk, messages)
+            key.messages_read = (session_key, history[0], session.pk, messages)
     return key
 
 
@@ -185,8 +181,6 @@ class _KeyStatement:
     """The key's lookup (with its agent; the session a path names; a restore's messages)."""
 
     def __init__(self, with_session: bool, with_messages: bool) -> None:
-        from memoryapp.core.models import Message
-
         self.key, self.agent = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
         self.session = rows.columns(Session, "s")
         select = f"{self.key.sql}, {self.agent.sql}"

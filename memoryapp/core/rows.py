@@ -224,9 +224,8 @@ def fixed_cursor():
     return _binding_cursor(True) if preparing() else connection.cursor()
 
 
-def first_read(sql: str, params: list, *, every_row: bool = False) -> Any:
-    """The first row of `sql` (None without one; with `every_row`, the list of its
-    rows), a read (never a write: it may run twice) that is the first
+def first_read(sql: str, params: list) -> list[tuple]:
+    """The rows of `sql`, a read (never a write: it may run twice) that is the first
     statement of a request (the API key's lookup), without Django's health check of a
     kept connection before it.
 
@@ -237,10 +236,10 @@ def first_read(sql: str, params: list, *, every_row: bool = False) -> Any:
     on a new one, as the check would have replaced it. Inside a transaction (a
     caller's), or with the check already done or off, Django's own way."""
 
-    def read() -> Any:
+    def read() -> list[tuple]:
         with fixed_cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall() if every_row else cursor.fetchone()
+            return cursor.fetchall()
 
     optimistic = (
         connection.connection is not None
