@@ -742,20 +742,31 @@ def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
         MessageInput(role=rng.choice(roles), content="word " * rng.randint(0, 40))
         for _ in range(60)
     ]
-    append_turn(agent, "r", TurnInput(messages=batch))
-    session = Session.objects.get(agent=agent, key="r")
-    stored = list(Message.objects.filter(session=session).order_by("seq"))
-    costs = [MessageCost(m.seq, m.role, m.token_count) for m in stored]
-    by_seq = {m.seq: message_dict(m) for m in stored}
-    systems = sum(m.role == "system" for m in stored)
-    for max_messages in (0, 1, systems, 12, 30, 58, 59, 60, 61, 500):
-        for max_tokens in (0, 50, 300, 900, 10_000):
-            got = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
-            kept, cost = prune(costs, max_messages=max_messages, max_tokens=max_tokens)
-            assert [m["seq"] for m in got["messages"]] == kept, (max_messages, max_tokens)
-            assert got["messages"] == [by_seq[seq] for seq in kept]
-            assert got["token_count"] == cost
-            assert got["pruned_count"] == 60 - len(kept)
+    # The same but for its oldest other message, a tool result: never kept, even when
+    # everything else fits (lib.pruning.keeps_all).
+    first_other = next(i for i, m in enumerate(batch) if m.role != "system")
+    orphan = [*batch[:first_other], MessageInput(role="tool", content="3 passed"),
+              *batch[first_other + 1 :]]  # fmt: skip
+    for key, messages in (("r", batch), ("orphan", orphan)):
+        append_turn(agent, key, TurnInput(messages=messages))
+        session = Session.objects.get(agent=agent, key=key)
+        stored = list(Message.objects.filter(session=session).order_by("seq"))
+        costs = [MessageCost(m.seq, m.role, m.token_count) for m in stored]
+        by_seq = {m.seq: message_dict(m) for m in stored}
+        systems = sum(m.role == "system" for m in stored)
+        for max_messages in (0, 1, systems, 12, 30, 58, 59, 60, 61, 500):
+            for max_tokens in (0, 50, 300, 900, 10_000):
+                got = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
+                kept, cost = prune(costs, max_messages=max_messages, max_tokens=max_tokens)
+                assert [m["seq"] for m in got["messages"]] == kept, (max_messages, max_tokens)
+                assert got["messages"] == [by_seq[seq] for seq in kept]
+                assert got["token_count"] == cost
+                assert got["pruned_count"] == 60 - len(kept)
+                kept_tokens = sum(by_seq[seq]["token_count"] for seq in kept)
+                assert got["pruned_tokens"] == session.token_count - kept_tokens
+        assert len(restore_history(session, max_messages=500, max_tokens=10_000)["messages"]) == (
+            60 if key == "r" else 59
+        )
 
 
 def test_context_reads_what_the_orm_reads(api, agent):

@@ -4,7 +4,7 @@ orphan tool result at the start, seq order."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryapp.lib.pruning import MessageCost, prune
+from memoryapp.lib.pruning import MessageCost, keeps_all, prune
 
 
 def msgs(*spec: tuple[str, int]) -> list[MessageCost]:
@@ -99,3 +99,43 @@ def test_pruning_properties(spec, max_messages, max_tokens):
         longer_cost = sum(by_seq[s].token_count for s in system + longer) + 3
         fits = len(system) + len(longer) <= max_messages and longer_cost <= max_tokens
         assert not fits or by_seq[longer[0]].role == "tool"
+
+
+def whole(history: list[MessageCost], max_messages: int, max_tokens: int) -> int | None:
+    return keeps_all(
+        ((m.role, m.token_count) for m in history), max_messages=max_messages, max_tokens=max_tokens
+    )
+
+
+def test_keeps_all_at_the_limits_and_not_past_them():
+    history = msgs(("system", 10), ("user", 10), ("assistant", 10))
+    assert whole(history, 3, 33) == 30  # 30 + 3 of priming: exactly the budget
+    assert whole(history, 3, 32) is None
+    assert whole(history, 2, 1000) is None
+    assert whole([], 0, 0) == 0
+
+
+def test_keeps_all_not_when_the_oldest_other_is_a_tool_result():
+    assert whole(msgs(("system", 1), ("tool", 1), ("assistant", 1)), 10, 100) is None
+    assert whole(msgs(("system", 1), ("assistant", 1), ("tool", 1)), 10, 100) == 3
+
+
+def test_keeps_all_system_messages_whatever_they_cost():
+    assert whole(msgs(("system", 100), ("system", 100)), 1, 10) == 200
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    spec=histories,
+    max_messages=st.integers(min_value=0, max_value=45),
+    max_tokens=st.integers(min_value=0, max_value=900),
+)
+def test_keeps_all_exactly_when_prune_keeps_every_message(spec, max_messages, max_tokens):
+    history = msgs(*spec)
+    kept, cost = prune(history, max_messages=max_messages, max_tokens=max_tokens)
+    tokens = whole(history, max_messages, max_tokens)
+    if len(kept) == len(history):
+        assert tokens == sum(m.token_count for m in history)
+        assert cost == (tokens + 3 if history else 0)
+    else:
+        assert tokens is None

@@ -166,19 +166,26 @@ HISTORY_MESSAGE_SQL = (
 HISTORY_MESSAGE_WIDTH = len(MESSAGE_FIELDS)
 
 
-def history_messages(rows: list[tuple], start: int = 0) -> list[dict[str, Any]]:
-    """history_message of each row of HISTORY_MESSAGE_SQL's columns (from `start`)."""
+def history_messages(rows: list[tuple]) -> list[dict[str, Any]]:
+    """history_message of each row whose first columns are HISTORY_MESSAGE_SQL's (any
+    after them are ignored). Each row's dict is written out by position, where a dict of
+    MESSAGE_FIELDS zipped with a slice of the row cost four times as much (85 rows: 0.14
+    -> 0.04 ms); tests/test_restore_at_once.py holds it to history_message."""
     written = []
-    end = start + HISTORY_MESSAGE_WIDTH
-    for row in rows:
-        m = dict(zip(MESSAGE_FIELDS, row[start:end], strict=True))
-        if m["tool_calls"] is not None:
-            m["tool_calls"] = json.loads(m["tool_calls"]) or None
-        if m["removed_at"] is not None:
-            m["removed_at"] = json_time(m["removed_at"])
-        if m["revisions"] is not None:
-            m["revisions"] = json.loads(m["revisions"]) or None
-        written.append(m)
+    append = written.append
+    for r in rows:
+        m = {
+            "seq": r[0], "role": r[1], "content": r[2], "token_count": r[3],
+            "created_at": r[4], "name": r[5], "tool_call_id": r[6], "tool_calls": r[7],
+            "client_id": r[8], "removed_at": r[9], "revisions": r[10],
+        }  # fmt: skip
+        if r[7] is not None:
+            m["tool_calls"] = json.loads(r[7]) or None
+        if r[9] is not None:
+            m["removed_at"] = json_time(r[9])
+        if r[10] is not None:
+            m["revisions"] = json.loads(r[10]) or None
+        append(m)
     return written
 
 

@@ -154,18 +154,18 @@ def _find_key(
     found = rows.first_read(statement.sql, params)
     if not found:
         return None
-    row = found[0]
-    key = statement.key.instance(row)
-    key.agent = statement.agent.instance(row, len(statement.key))
+    row, at = found[0], statement.lookup_start
+    key = statement.key.instance(row, at)
+    key.agent = statement.agent.instance(row, at + len(statement.key))
     if session_key is not None:
-        start = len(statement.key) + len(statement.agent)
-        read = row[start] is not None  # the session's id: NULL when the join found none
-        session = statement.session.instance(row, start) if read else None
+        at += len(statement.key) + len(statement.agent)
+        read = row[at] is not None  # the session's id: NULL when the join found none
+        session = statement.session.instance(row, at) if read else None
         key.session_read = (session_key, session)
         if history is not None and session is not None:
             # Every message, seq 1 to the count, or none (the statement's condition):
             # messages_read gives them only when there are as many as the count.
-            messages = answers.history_messages(found[1:], statement.message_start)
+            messages = answers.history_messages(found[1:])
             key.messages_read = (session_key, history[0], session.pk, messages)
     return key
 
@@ -192,13 +192,15 @@ class _KeyStatement:
                 " AND s.key = %s AND s.expires_at > %s"
             )
         lookup = f"SELECT {select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
-        self.message_start = len(self.key) + len(self.agent) + len(self.session)
+        width = len(self.key) + len(self.agent) + len(self.session)
         if not with_messages:
-            self.sql = lookup
+            self.sql, self.lookup_start = lookup, 0
             return
-        # The lookup's row, then each message as a row of its own (the lookup's columns
-        # NULL), oldest first: the lookup's columns are not sent again with every message.
-        found = [f"c{i}" for i in range(self.message_start)]
+        # The lookup's row, then each message as a row of its own, oldest first: the
+        # message's columns first (history_messages reads them by position), then the
+        # lookup's, NULL in a message's row (they are not sent again with every message).
+        self.lookup_start = answers.HISTORY_MESSAGE_WIDTH
+        found = [f"c{i}" for i in range(width)]
         session_at = len(self.key) + len(self.agent)
         session_id = found[session_at + self.session.attnames.index("id")]
         count = found[session_at + self.session.attnames.index("message_count")]
@@ -207,13 +209,13 @@ class _KeyStatement:
         nulls = ", ".join(["0", *["NULL"] * (answers.HISTORY_MESSAGE_WIDTH - 1)])
         self.sql = (
             f"WITH ka ({', '.join(found)}) AS ({lookup}) "
-            f"SELECT {', '.join(found)}, {nulls} FROM ka "
-            f"UNION ALL SELECT {', '.join(['NULL'] * len(found))}, {answers.HISTORY_MESSAGE_SQL} "
+            f"SELECT {nulls}, {', '.join(found)} FROM ka "
+            f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, {', '.join(['NULL'] * width)} "
             f"FROM ka JOIN {Message._meta.db_table} m ON m.session_id = ka.{session_id} "
             f"AND m.seq <= ka.{count} "
             f"WHERE ka.{count} <= COALESCE(CAST(%s AS bigint), ka.{agent_limit}) + 1 "
             f"AND ka.{count} <= {READ_WITH_KEY} "
-            f"ORDER BY {self.message_start + 1}"  # seq
+            "ORDER BY 1"  # seq
         )
 
 

@@ -37,7 +37,7 @@ from memoryapp.core.models import (
 from memoryapp.core.shapes import History, HistoryMessage, SessionSummary, TurnStored
 from memoryapp.core.workers import dispatch_after_answer
 from memoryapp.lib import tokens
-from memoryapp.lib.pruning import MessageCost, Run, choose_run
+from memoryapp.lib.pruning import MessageCost, Run, choose_run, keeps_all
 
 
 class IdempotencyConflict(Exception):
@@ -669,6 +669,18 @@ def restore_history(
     kept message's columns are written (message_dict by default; the API writes its
     JSON's shape directly, api.answers.history_message). `everything`: see _choose
     (authentication reads them with the key: api.auth.messages_read)."""
+    if everything is None and session.message_count <= max_messages:
+        everything = _message_rows("1 = 1", [session.pk, session.message_count])
+    if everything is not None:
+        every_cost = ((m["role"], m["token_count"]) for m in everything)
+        stored = keeps_all(every_cost, max_messages=max_messages, max_tokens=max_tokens)
+        if stored is not None:  # it all fits: kept as stored, nothing to choose
+            return {
+                "messages": [(write or message_dict)(m) for m in everything],
+                "token_count": stored + tokens.REPLY_PRIMING_TOKENS if everything else 0,
+                "pruned_count": session.message_count - len(everything),
+                "pruned_tokens": session.token_count - stored,
+            }
     system, read, run = _choose(session, max_messages, max_tokens, everything=everything)
     system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
