@@ -257,3 +257,33 @@ def test_a_message_is_written_by_postgresql_as_history_message_writes_it(api, ag
         written = answers.history_messages(cursor.fetchall())
     expected = answers.history_message(stored)
     assert written == [expected] and list(written[0]) == list(expected)
+
+
+def test_a_pruned_restore_reads_its_pages_as_its_answer_writes_them(api, agent, monkeypatch):
+    """A session past the limit is read after the key, its system messages and newest
+    pages written by PostgreSQL as history_message writes them (answers.HISTORY_READER):
+    the same answer as ninja's own for every kind of column."""
+    agent.max_messages = 6
+    agent.save()
+    a_session(api, "s", turns=8)
+    moment = datetime.fromisoformat
+    odd = [
+        {"name": "bash", "tool_call_id": "call_1", "tool_calls": [{"id": "call_1"}]},
+        {"tool_calls": [], "revisions": [], "name": "", "client_id": ""},
+        {"client_id": "m-7", "removed_at": moment("2026-11-24T05:17:38.000001+00:00"),
+         "revisions": [{"action": "removed", "at": "2026-11-24T05:17:38Z"}]},
+        {"created_at": moment("2026-11-24T05:17:38.5+02:00")},
+    ]  # fmt: skip
+    session = Session.objects.get(agent=agent, key="s")
+    for seq, columns in zip((1, 14, 15, 16), odd, strict=True):  # the system message too
+        Message.objects.filter(session=session, seq=seq).update(**columns)
+    with CaptureQueriesContext(connection) as queries:
+        fast = api.get(HISTORY.format("s"))
+    sql = statements(queries)  # before the next request empties the log
+    monkeypatch.setattr(answers, "ENABLED", False)
+    slow = api.get(HISTORY.format("s"))
+    assert fast.status_code == slow.status_code == 200
+    assert fast.json() == slow.json() and fast.json()["pruned_count"] == 12
+    # The system messages' read and the newest page's (a summary reads its own span).
+    pages = [s for s in sql[1:] if ("m.role = " in s and "system" in s) or "m.seq DESC" in s]
+    assert len(pages) == 2 and all("to_char" in s for s in pages), sql

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Path, Query, Router, Status
@@ -309,13 +309,17 @@ def get_history(
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
     write = answers.history_message if answers.ENABLED else None
-    # Read with the key, each already written as history_message writes it.
+    reader = None
+    if write is not None and connection.vendor == "postgresql":
+        # Read as history_message writes them (the read with the key reads them so too).
+        write, reader = _written, answers.HISTORY_READER
     everything = messages_read(request, session, max_messages)
     answer = restore_history(
         session,
         max_messages=limit_messages,
         max_tokens=limit_tokens,
         write=write if everything is None else _written,
+        reader=reader,
         everything=everything,
     )
     summary = (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -561,25 +561,40 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
-def _message_rows(
-    where: str, params: list, order: str = "seq", fields: tuple[str, ...] = ()
-) -> list[dict[str, Any]]:
-    """The session's messages (`fields` values, MESSAGE_FIELDS by default, as `.values()`
-    gives them) that `where` selects, by a fixed statement (memoryapp.core.rows): every
-    restore reads this way, and compiling a queryset per page cost more than reading the
-    page."""
+class MessageReader(NamedTuple):
+    """How a restore reads messages: the select's columns (of table alias m), and what
+    makes each row the dict the restore keeps (its seq, role and token_count to choose
+    by; the rest as its caller writes it)."""
+
+    columns: str
+    dicts: Callable[[list[tuple]], list[dict[str, Any]]]
+
+
+@functools.cache
+def fields_reader(fields: tuple[str, ...] | None = None) -> MessageReader:
+    """Reads `fields` (MESSAGE_FIELDS by default) as `.values()` gives them."""
     columns = rows.columns(Message, "m", fields or MESSAGE_FIELDS)
+    return MessageReader(columns.sql, columns.dicts)
+
+
+def _message_rows(
+    where: str, params: list, order: str = "seq", reader: MessageReader | None = None
+) -> list[dict[str, Any]]:
+    """The session's messages that `where` selects, as `reader` (fields_reader() by
+    default) makes them, by a fixed statement (memoryapp.core.rows): every restore reads
+    this way, and compiling a queryset per page cost more than reading the page."""
+    reader = reader or fields_reader()
     with rows.fixed_cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns.sql} FROM {Message._meta.db_table} m "
+            f"SELECT {reader.columns} FROM {Message._meta.db_table} m "
             f"WHERE m.session_id = %s AND m.seq <= %s AND {where} ORDER BY {order}",
             params,
         )
-        return columns.dicts(cursor.fetchall())
+        return reader.dicts(cursor.fetchall())
 
 
 def _newest_first(
-    session: Session, limit: int, read: dict[int, dict[str, Any]], fields: tuple[str, ...] = ()
+    session: Session, limit: int, read: dict[int, dict[str, Any]], reader: MessageReader | None
 ):
     """Yield the newest non-system messages' costs, newest first, reading at most
     `limit` of them. Each message read is kept in `read` by seq (its columns for
@@ -597,7 +612,7 @@ def _newest_first(
             "m.seq >= %s AND m.role <> 'system'",
             [session.pk, high, low],
             "m.seq DESC",
-            fields,
+            reader,
         )
         for row in page:
             read[row["seq"]] = row
@@ -610,23 +625,28 @@ def _newest_first(
 _COST_FIELDS = ("seq", "role", "token_count")
 
 
+def _cost_reader() -> MessageReader:
+    return fields_reader(_COST_FIELDS)
+
+
 def _choose(
     session: Session,
     max_messages: int,
     max_tokens: int,
-    fields: tuple[str, ...] = (),
+    reader: MessageReader | None = None,
     everything: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], Run]:
     """The pruning rule over the stored session (memoryapp.lib.pruning): its system
     messages, every message read by seq, and the kept run. A session with no more
     messages than the limit is read all at once; a longer one reads its system messages,
-    then the newest others page by page until the run is chosen. `fields`: the columns
-    read of each message (MESSAGE_FIELDS by default). `everything`: the session's every
-    message (its `fields`, oldest first), already read, for a session read all at once."""
+    then the newest others page by page until the run is chosen. `reader`: how each
+    message is read (fields_reader() by default). `everything`: the session's every
+    message (as `reader` makes them, oldest first), already read, for a session read all
+    at once."""
     read: dict[int, dict[str, Any]] = {}
     if session.message_count <= max_messages + 1:
         if everything is None:
-            everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", fields)
+            everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", reader)
         system = [m for m in everything if m["role"] == Message.Role.SYSTEM]
         for m in everything:
             read[m["seq"]] = m
@@ -642,10 +662,10 @@ def _choose(
             "m.role = 'system'",
             [session.pk, session.message_count],
             "seq",
-            fields,
+            reader,
         )
         limit = max(0, max_messages - len(system)) + 1
-        newest_first = _newest_first(session, limit, read, fields)
+        newest_first = _newest_first(session, limit, read, reader)
     run = choose_run(
         newest_first,
         system_count=len(system),
@@ -662,15 +682,18 @@ def restore_history(
     max_messages: int,
     max_tokens: int,
     write: Callable[[dict[str, Any]], Any] | None = None,
+    reader: MessageReader | None = None,
     everything: list[dict[str, Any]] | None = None,
 ) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
-    Values, not model instances: a whole history is thousands of rows. `write`: how each
-    kept message's columns are written (message_dict by default; the API writes its
-    JSON's shape directly, api.answers.history_message). `everything`: see _choose
-    (authentication reads them with the key: api.auth.messages_read)."""
+    Values, not model instances: a whole history is thousands of rows. `reader`: how each
+    message is read (fields_reader(), MESSAGE_FIELDS' values, by default); `write`: how
+    each kept message is then written (message_dict by default; the API reads its JSON's
+    shape directly and writes nothing more: api.answers.HISTORY_READER). `everything`:
+    the session's every message as `reader` makes them, already read (authentication
+    reads them with the key: api.auth.messages_read); see _choose."""
     if everything is None and session.message_count <= max_messages:
-        everything = _message_rows("1 = 1", [session.pk, session.message_count])
+        everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", reader)
     if everything is not None:
         every_cost = ((m["role"], m["token_count"]) for m in everything)
         stored = keeps_all(every_cost, max_messages=max_messages, max_tokens=max_tokens)
@@ -681,7 +704,7 @@ def restore_history(
                 "pruned_count": session.message_count - len(everything),
                 "pruned_tokens": session.token_count - stored,
             }
-    system, read, run = _choose(session, max_messages, max_tokens, everything=everything)
+    system, read, run = _choose(session, max_messages, max_tokens, reader, everything)
     system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
@@ -698,7 +721,7 @@ def pruned_point(session: Session, *, max_messages: int, max_tokens: int) -> tup
     """(pruned_count, pruned_through) of `restore_history` with these limits, reading only
     what choosing the run needs of each message (no contents): what the worker's
     roll-ahead asks after every turn of a session past its limits."""
-    system, _, run = _choose(session, max_messages, max_tokens, _COST_FIELDS)
+    system, _, run = _choose(session, max_messages, max_tokens, _cost_reader())
     pruned_count = session.message_count - len(system) - len(run.seqs)
     return pruned_count, (run.seqs[0] - 1) if run.seqs else session.message_count
 
