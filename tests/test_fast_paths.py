@@ -769,6 +769,31 @@ def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
         )
 
 
+@pytest.mark.parametrize("counts", [{}, {"message_count": 61}, {"token_count": 7}])
+def test_a_restore_that_fits_answers_as_the_general_path(agent, monkeypatch, counts):
+    """A session whose every message fits is written as stored (lib.pruning.keeps_all)
+    with the counts the general path answers, also when the session's stored totals
+    disagree with its rows (pruned_count and pruned_tokens come from the totals)."""
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, restore_history
+
+    batch = [
+        MessageInput(role=("user", "assistant")[n % 2], content=f"step {n}") for n in range(60)
+    ]
+    append_turn(agent, "r", TurnInput(messages=batch))
+    Session.objects.filter(agent=agent, key="r").update(**counts)
+    session = Session.objects.get(agent=agent, key="r")
+    for max_messages, max_tokens in ((60, 10_000), (61, 10_000), (500, 10_000_000)):
+        fitted = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
+        monkeypatch.setattr(conversation, "keeps_all", lambda *a, **k: None)
+        chosen = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
+        monkeypatch.undo()
+        assert fitted == chosen and len(fitted["messages"]) == 60
+        assert fitted["pruned_count"] == session.message_count - 60
+        assert fitted["pruned_tokens"] == session.token_count - sum(
+            m["token_count"] for m in fitted["messages"]
+        )
+
+
 def test_context_reads_what_the_orm_reads(api, agent):
     """assemble_context reads its sections by fixed statements (core/rows.py): the same
     rows in the same order as the querysets they replace, and findings with the

@@ -638,7 +638,8 @@ def _choose(
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], Run]:
     """The pruning rule over the stored session (memoryapp.lib.pruning): its system
     messages, every message read by seq, and the kept run. A session with no more
-    messages than the limit is read all at once; a longer one reads its system messages,
+    messages than the limit and one is read all at once (restore_history reads one within
+    the limit itself, to ask whether it all fits); a longer one reads its system messages,
     then the newest others page by page until the run is chosen. `reader`: how each
     message is read (fields_reader() by default). `everything`: the session's every
     message (as `reader` makes them, oldest first), already read, for a session read all

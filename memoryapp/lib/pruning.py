@@ -68,10 +68,10 @@ def keeps_all(
     oldest_first: Iterable[tuple[str, int]], *, max_messages: int, max_tokens: int
 ) -> int | None:
     """The tokens of a whole conversation (each message's role and count, oldest first)
-    when choose_run keeps every message of it, else None: its system messages, and a run
-    of all the others when they number and cost within the limits and the oldest of them
-    is not a tool result. A restore whose session fits is then written as it is stored,
-    without choosing (85 messages: 0.15 ms in process)."""
+    when the rule keeps every message of it (as `prune` applies it), else None: all its
+    system messages, and all the others when they number and cost within the limits
+    (reply priming included) and the oldest of them is not a tool result. A restore whose
+    session fits is then written as it is stored, without choosing the run."""
     count = tokens = 0
     first_other = None
     for role, token_count in oldest_first:
