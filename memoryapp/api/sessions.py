@@ -311,14 +311,15 @@ def get_history(
     write = answers.history_message if answers.ENABLED else None
     reader = None
     if write is not None and connection.vendor == "postgresql":
-        # Read as history_message writes them (the read with the key reads them so too).
+        # Read as history_message writes them, as the read with the key reads them (the
+        # only way `everything` is read: with the key, on PostgreSQL, answers.ENABLED).
         write, reader = _written, answers.HISTORY_READER
     everything = messages_read(request, session, max_messages)
     answer = restore_history(
         session,
         max_messages=limit_messages,
         max_tokens=limit_tokens,
-        write=write if everything is None else _written,
+        write=write,
         reader=reader,
         everything=everything,
     )

@@ -597,8 +597,8 @@ def _newest_first(
     session: Session, limit: int, read: dict[int, dict[str, Any]], reader: MessageReader | None
 ):
     """Yield the newest non-system messages' costs, newest first, reading at most
-    `limit` of them. Each message read is kept in `read` by seq (its columns for
-    message_dict): the kept run is never read twice.
+    `limit` of them. Each message read is kept in `read` by seq (as `reader` makes it,
+    for the restore to write): the kept run is never read twice.
 
     Read in windows of seq, newest first: `seq` is gapless, so a window of n seqs holds
     at most n messages whatever the planner believes. (A keyset page, `seq < x ORDER BY
@@ -621,7 +621,7 @@ def _newest_first(
         high = low - 1
 
 
-# What choosing the kept run reads of a message (restore_history reads MESSAGE_FIELDS).
+# What choosing the kept run reads of a message (a restore reads the whole message).
 _COST_FIELDS = ("seq", "role", "token_count")
 
 
@@ -689,8 +689,9 @@ def restore_history(
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
     Values, not model instances: a whole history is thousands of rows. `reader`: how each
     message is read (fields_reader(), MESSAGE_FIELDS' values, by default); `write`: how
-    each kept message is then written (message_dict by default; the API reads its JSON's
-    shape directly and writes nothing more: api.answers.HISTORY_READER). `everything`:
+    each kept message is then written (message_dict by default; the API on PostgreSQL
+    reads its JSON's shape directly, api.answers.HISTORY_READER, and writes nothing more,
+    elsewhere writes history_message). `everything`:
     the session's every message as `reader` makes them, already read (authentication
     reads them with the key: api.auth.messages_read); see _choose."""
     if everything is None and session.message_count <= max_messages:

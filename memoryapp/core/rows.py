@@ -7,7 +7,9 @@ restore's messages, the sections of an assembled context) a fixed statement is w
 once and its rows are turned into what the ORM would give: each column through the
 converters the ORM applies (SQLite keeps times as text, JSON arrives as text), then
 `Model.from_db` for an instance or a dict for `.values()`. Each caller's test compares
-its read with the queryset it replaces.
+its read with the queryset it replaces. (The API's restore on PostgreSQL reads each
+message as its answer writes it instead: api/answers.py HISTORY_MESSAGE_SQL, tested
+against that answer.)
 """
 
 from __future__ import annotations
