@@ -65,12 +65,18 @@ roles = st.sampled_from(["system", "user", "assistant", "tool"])
 histories = st.lists(st.tuples(roles, st.integers(min_value=1, max_value=60)), max_size=40)
 
 
-@settings(max_examples=400, deadline=None)
-@given(
-    spec=histories,
-    max_messages=st.integers(min_value=0, max_value=45),
-    max_tokens=st.integers(min_value=0, max_value=900),
-)
+def histories_and_limits(test):
+    """A property test over a history (`spec`) and both limits."""
+    return settings(max_examples=400, deadline=None)(
+        given(
+            spec=histories,
+            max_messages=st.integers(min_value=0, max_value=45),
+            max_tokens=st.integers(min_value=0, max_value=900),
+        )(test)
+    )
+
+
+@histories_and_limits
 def test_pruning_properties(spec, max_messages, max_tokens):
     history = msgs(*spec)
     kept, cost = prune(history, max_messages=max_messages, max_tokens=max_tokens)
@@ -124,12 +130,7 @@ def test_keeps_all_system_messages_whatever_they_cost():
     assert whole(msgs(("system", 100), ("system", 100)), 1, 10) == 200
 
 
-@settings(max_examples=400, deadline=None)
-@given(
-    spec=histories,
-    max_messages=st.integers(min_value=0, max_value=45),
-    max_tokens=st.integers(min_value=0, max_value=900),
-)
+@histories_and_limits
 def test_keeps_all_exactly_when_prune_keeps_every_message(spec, max_messages, max_tokens):
     history = msgs(*spec)
     kept, cost = prune(history, max_messages=max_messages, max_tokens=max_tokens)

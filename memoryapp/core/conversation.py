@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -561,32 +561,25 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
-class MessageReader(NamedTuple):
+class MessageReader(Protocol):
     """How a restore reads messages: the select's columns (of table alias m), and what
     makes each row the dict the restore keeps (its seq, role and token_count to choose
-    by; the rest as its caller writes it)."""
+    by; the rest as its caller writes it). rows.Columns is one: `.values()`' dicts."""
 
-    columns: str
+    sql: str
     dicts: Callable[[list[tuple]], list[dict[str, Any]]]
-
-
-@functools.cache
-def fields_reader(fields: tuple[str, ...] | None = None) -> MessageReader:
-    """Reads `fields` (MESSAGE_FIELDS by default) as `.values()` gives them."""
-    columns = rows.columns(Message, "m", fields or MESSAGE_FIELDS)
-    return MessageReader(columns.sql, columns.dicts)
 
 
 def _message_rows(
     where: str, params: list, order: str = "seq", reader: MessageReader | None = None
 ) -> list[dict[str, Any]]:
-    """The session's messages that `where` selects, as `reader` (fields_reader() by
-    default) makes them, by a fixed statement (memoryapp.core.rows): every restore reads
+    """The session's messages that `where` selects, as `reader` makes them (MESSAGE_FIELDS'
+    values by default), by a fixed statement (memoryapp.core.rows): every restore reads
     this way, and compiling a queryset per page cost more than reading the page."""
-    reader = reader or fields_reader()
+    reader = reader or rows.columns(Message, "m", MESSAGE_FIELDS)
     with rows.fixed_cursor() as cursor:
         cursor.execute(
-            f"SELECT {reader.columns} FROM {Message._meta.db_table} m "
+            f"SELECT {reader.sql} FROM {Message._meta.db_table} m "
             f"WHERE m.session_id = %s AND m.seq <= %s AND {where} ORDER BY {order}",
             params,
         )
@@ -625,10 +618,6 @@ def _newest_first(
 _COST_FIELDS = ("seq", "role", "token_count")
 
 
-def _cost_reader() -> MessageReader:
-    return fields_reader(_COST_FIELDS)
-
-
 def _choose(
     session: Session,
     max_messages: int,
@@ -641,7 +630,7 @@ def _choose(
     messages than the limit and one is read all at once (restore_history reads one within
     the limit itself, to ask whether it all fits); a longer one reads its system messages,
     then the newest others page by page until the run is chosen. `reader`: how each
-    message is read (fields_reader() by default). `everything`: the session's every
+    message is read (MESSAGE_FIELDS' values by default). `everything`: the session's every
     message (as `reader` makes them, oldest first), already read, for a session read all
     at once."""
     read: dict[int, dict[str, Any]] = {}
@@ -688,12 +677,12 @@ def restore_history(
 ) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
     Values, not model instances: a whole history is thousands of rows. `reader`: how each
-    message is read (fields_reader(), MESSAGE_FIELDS' values, by default); `write`: how
-    each kept message is then written (message_dict by default; the API on PostgreSQL
-    reads its JSON's shape directly, api.answers.HISTORY_READER, and writes nothing more,
-    elsewhere writes history_message). `everything`:
-    the session's every message as `reader` makes them, already read (authentication
-    reads them with the key: api.auth.messages_read); see _choose."""
+    message is read (MESSAGE_FIELDS' values by default); `write`: how each kept message
+    is then written (message_dict by default; the API on PostgreSQL reads its JSON's
+    shape directly, api.answers.HISTORY_READER, and writes nothing more, elsewhere writes
+    history_message). `everything`: the session's every message as `reader` makes them,
+    already read (authentication reads them with the key: api.auth.messages_read); see
+    _choose."""
     if everything is None and session.message_count <= max_messages:
         everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", reader)
     if everything is not None:
@@ -723,7 +712,9 @@ def pruned_point(session: Session, *, max_messages: int, max_tokens: int) -> tup
     """(pruned_count, pruned_through) of `restore_history` with these limits, reading only
     what choosing the run needs of each message (no contents): what the worker's
     roll-ahead asks after every turn of a session past its limits."""
-    system, _, run = _choose(session, max_messages, max_tokens, _cost_reader())
+    system, _, run = _choose(
+        session, max_messages, max_tokens, rows.columns(Message, "m", _COST_FIELDS)
+    )
     pruned_count = session.message_count - len(system) - len(run.seqs)
     return pruned_count, (run.seqs[0] - 1) if run.seqs else session.message_count
 
