@@ -14,7 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja.security import HttpBearer
 
-from memoryapp.api import answers
+from memoryapp.api import answers, restores
 from memoryapp.api.schemas import check_session_key
 from memoryapp.core import ratelimit, rows
 from memoryapp.core.limits import MAX_MESSAGES_SETTING
@@ -143,13 +143,18 @@ def _find_key(
     With `history` too, `(max_messages,)` of a restore (None: the agent's), the
     session's messages come along when the restore reads them all at once (no more of
     them than the limit and one: conversation._choose) and they are few (READ_WITH_KEY),
-    as `key.messages_read`: see messages_read."""
+    as `key.messages_read`: see messages_read. Only those after this process's copy of
+    the session's messages are read, when the statement finds the copy still stored
+    (api/restores.py)."""
     statement = _key_statement(session_key is not None, history is not None)
-    params: list = [hash_api_key(token)]
+    key_hash = hash_api_key(token)
+    params: list = [key_hash]
     if session_key is not None:
         params = [session_key, timezone.now(), *params]
+    copy = None
     if history is not None:
-        params.append(history[0])
+        copy = restores.COPIES.get(key_hash, session_key)
+        params = [history[0], *(restores.NO_COPY if copy is None else copy.params()), *params]
     # A request's first statement: without a health check's round trip before it.
     found = rows.first_read(statement.sql, params)
     if not found:
@@ -163,11 +168,49 @@ def _find_key(
         session = statement.session.instance(row, at) if read else None
         key.session_read = (session_key, session)
         if history is not None and session is not None:
-            # Every message, seq 1 to the count, or none (the statement's condition):
-            # messages_read gives them only when there are as many as the count.
-            messages = answers.history_messages(found[1:])
-            key.messages_read = (session_key, history[0], session.pk, messages)
+            messages = _restored(statement, row, found[1:], session, key_hash, session_key, copy)
+            if messages is not None:
+                key.messages_read = (session_key, history[0], session.pk, messages)
     return key
+
+
+def _restored(
+    statement: _KeyStatement,
+    row: tuple,
+    new: list[tuple],
+    session: Session,
+    key_hash: str,
+    session_key: str,
+    copy: restores.Copy | None,
+) -> list[dict[str, Any]] | None:
+    """The session's every message, oldest first, from the statement's rows `new` (the
+    messages after `copy`'s, or all of them) and the copy it was sent, which becomes the
+    process's new copy; None when the statement did not read them all (a session too
+    long: see _KeyStatement) or found the copy no longer stored (dropped)."""
+    whole, version, after, count, top = row[statement.restore_at : statement.restore_at + 5]
+    if not whole:
+        return None
+    if after:  # the statement read after the copy: only if it is still what is stored
+        assert copy is not None
+        if (count, top, copy.created_at) != (copy.count, copy.top, session.created_at):
+            restores.COPIES.drop(key_hash, session_key)
+            return None
+    messages = answers.history_messages(new)
+    if after:
+        messages = [*copy.messages, *messages]
+    if len(messages) == session.message_count:
+        ids = [r[answers.HISTORY_MESSAGE_WIDTH] for r in new]
+        copied = restores.Copy(
+            session_id=session.pk,
+            created_at=session.created_at,
+            version=version,
+            count=len(messages),
+            top=max([top or 0, *ids]) if after else max(ids, default=0),
+            messages=tuple(messages),
+            chars=restores.chars_of(messages),
+        )
+        restores.COPIES.keep(key_hash, session_key, copied)
+    return messages
 
 
 # The most messages a restore reads with its key (a session's size, whatever the limit).
@@ -191,30 +234,50 @@ class _KeyStatement:
                 f" LEFT JOIN {Session._meta.db_table} s ON s.agent_id = k.agent_id"
                 " AND s.key = %s AND s.expires_at > %s"
             )
-        lookup = f"SELECT {select} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
+        restore = ""
+        if with_messages:
+            # After the lookup's columns: the session's messages_version (api/restores.py),
+            # whether its messages are read (`whole`: few enough, see READ_WITH_KEY and
+            # conversation._choose), and the seq they are read after: the count of this
+            # process's copy of them when the copy names this session at this version,
+            # else 0.
+            restore = (
+                ", s.messages_version, "
+                f"s.message_count <= {READ_WITH_KEY} "
+                "AND s.message_count <= COALESCE(CAST(%s AS bigint), a.max_messages) + 1, "
+                "CASE WHEN s.id = CAST(%s AS bigint) AND s.messages_version = CAST(%s AS bigint) "
+                "THEN CAST(%s AS integer) ELSE 0 END"
+            )
+        lookup = f"SELECT {select}{restore} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
         width = len(self.key) + len(self.agent) + len(self.session)
         if not with_messages:
             self.sql, self.lookup_start = lookup, 0
             return
         # The lookup's row, then each message as a row of its own, oldest first: the
-        # message's columns first (history_messages reads them by position), then the
-        # lookup's, NULL in a message's row (they are not sent again with every message).
-        self.lookup_start = answers.HISTORY_MESSAGE_WIDTH
+        # message's columns first (history_messages reads them by position) and its id,
+        # then the lookup's, NULL in a message's row (they are not sent again with every
+        # message). The lookup's row ends with the restore's columns above, then the
+        # count and largest id of the session's messages numbered up to the seq read after.
+        self.lookup_start = answers.HISTORY_MESSAGE_WIDTH + 1
+        self.restore_at = self.lookup_start + width
         found = [f"c{i}" for i in range(width)]
-        session_at = len(self.key) + len(self.agent)
-        session_id = found[session_at + self.session.attnames.index("id")]
-        count = found[session_at + self.session.attnames.index("message_count")]
-        agent_limit = found[len(self.key) + self.agent.attnames.index("max_messages")]
+        session_id = found[len(self.key) + len(self.agent) + self.session.attnames.index("id")]
+        count = found[
+            len(self.key) + len(self.agent) + self.session.attnames.index("message_count")
+        ]
         # The lookup's row has seq 0 (a message's is 1 or more): it comes first.
-        nulls = ", ".join(["0", *["NULL"] * (answers.HISTORY_MESSAGE_WIDTH - 1)])
+        nulls = ", ".join(["0", *["NULL"] * answers.HISTORY_MESSAGE_WIDTH])
+        messages = Message._meta.db_table
         self.sql = (
-            f"WITH ka ({', '.join(found)}) AS ({lookup}) "
-            f"SELECT {nulls}, {', '.join(found)} FROM ka "
-            f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, {', '.join(['NULL'] * width)} "
-            f"FROM ka JOIN {Message._meta.db_table} m ON m.session_id = ka.{session_id} "
-            f"AND m.seq <= ka.{count} "
-            f"WHERE ka.{count} <= COALESCE(CAST(%s AS bigint), ka.{agent_limit}) + 1 "
-            f"AND ka.{count} <= {READ_WITH_KEY} "
+            f"WITH ka ({', '.join(found)}, version, whole, after) AS ({lookup}) "
+            f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.version, ka.after, "
+            "copied.n, copied.top FROM ka, "
+            f"LATERAL (SELECT count(*), max(m.id) FROM {messages} m "
+            f"WHERE m.session_id = ka.{session_id} AND m.seq <= ka.after) copied (n, top) "
+            f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, m.id, "
+            f"{', '.join(['NULL'] * (width + 5))} "
+            f"FROM ka JOIN {messages} m ON ka.whole AND m.session_id = ka.{session_id} "
+            f"AND m.seq > ka.after AND m.seq <= ka.{count} "
             "ORDER BY 1"  # seq
         )
 
