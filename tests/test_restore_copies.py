@@ -249,3 +249,18 @@ def test_copies_keep_the_most_recently_used():
         assert [name for _, name in copies._copies] == ["c", "d", "a", "e"]
         copies.drop("k", "d")
         assert copies._chars == 30 and len(copies) == 3
+
+
+def test_a_message_numbered_0_is_answered_as_the_usual_way(api, monkeypatch, read_rows):
+    """A seq may be 0 (PositiveIntegerField; only SQL or the admin write one): the read
+    with the key and its copy read it as the usual way does, and sort it after the
+    lookup's own row."""
+    a_session(api)
+    session = Session.objects.get(key="s")
+    Message.objects.create(session=session, seq=0, role="user", content="zero", token_count=1)
+    for _ in range(2):  # without a copy, then with it
+        assert restore(api) == usual(api, monkeypatch)
+    Message.objects.filter(session=session, seq=10).delete()  # now as many as the count
+    first, again = restore(api), restore(api)
+    assert first == again == usual(api, monkeypatch)
+    assert contents(first)[0] == "zero" and read_rows[-1] == 0

@@ -190,13 +190,15 @@ def _restored(
     whole, version, after, count, top = row[statement.restore_at : statement.restore_at + 5]
     if not whole:
         return None
-    if after:  # the statement read after the copy: only if it is still what is stored
+    # The statement read after the copy (-1: it read them all) only if it named this
+    # session at its version; what the copy holds must still be what is stored.
+    if after >= 0:
         assert copy is not None
         if (count, top, copy.created_at) != (copy.count, copy.top, session.created_at):
             restores.COPIES.drop(key_hash, session_key)
             return None
     messages = answers.history_messages(new)
-    if after:
+    if after >= 0:
         messages = [*copy.messages, *messages]
     if len(messages) == session.message_count:
         ids = [r[answers.HISTORY_MESSAGE_WIDTH] for r in new]
@@ -205,7 +207,7 @@ def _restored(
             created_at=session.created_at,
             version=version,
             count=len(messages),
-            top=max([top or 0, *ids]) if after else max(ids, default=0),
+            top=max([top or 0, *ids]) if after >= 0 else max(ids, default=0),
             messages=tuple(messages),
             chars=restores.chars_of(messages),
         )
@@ -240,13 +242,13 @@ class _KeyStatement:
             # whether its messages are read (`whole`: few enough, see READ_WITH_KEY and
             # conversation._choose), and the seq they are read after: the count of this
             # process's copy of them when the copy names this session at this version,
-            # else 0.
+            # else -1 (a seq is 0 or more: PositiveIntegerField).
             restore = (
                 ", s.messages_version, "
                 f"s.message_count <= {READ_WITH_KEY} "
                 "AND s.message_count <= COALESCE(CAST(%s AS bigint), a.max_messages) + 1, "
                 "CASE WHEN s.id = CAST(%s AS bigint) AND s.messages_version = CAST(%s AS bigint) "
-                "THEN CAST(%s AS integer) ELSE 0 END"
+                "THEN CAST(%s AS integer) ELSE -1 END"
             )
         lookup = f"SELECT {select}{restore} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
         width = len(self.key) + len(self.agent) + len(self.session)
@@ -265,15 +267,21 @@ class _KeyStatement:
         count = found[
             len(self.key) + len(self.agent) + self.session.attnames.index("message_count")
         ]
-        # The lookup's row has seq 0 (a message's is 1 or more): it comes first.
-        nulls = ", ".join(["0", *["NULL"] * answers.HISTORY_MESSAGE_WIDTH])
+        # The lookup's row has seq -1 (a message's is 0 or more): it comes first.
+        nulls = ", ".join(["-1", *["NULL"] * answers.HISTORY_MESSAGE_WIDTH])
         messages = Message._meta.db_table
         self.sql = (
             f"WITH ka ({', '.join(found)}, version, whole, after) AS ({lookup}) "
             f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.version, ka.after, "
             "copied.n, copied.top FROM ka, "
             f"LATERAL (SELECT count(*), max(m.id) FROM {messages} m "
-            f"WHERE m.session_id = ka.{session_id} AND m.seq <= ka.after) copied (n, top) "
+            # Only with a copy to check. `m.seq >= 0` holds for every message: it makes
+            # the condition a range, which the planner reckons to be few rows and reads
+            # through message_unique_seq as it does the messages' read; with `seq <=`
+            # alone it scanned the whole table of bench/peer.py's database (0.9 ms),
+            # whose statistics said each session held thousands of messages.
+            f"WHERE ka.after >= 0 AND m.session_id = ka.{session_id} "
+            "AND m.seq >= 0 AND m.seq <= ka.after) copied (n, top) "
             f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, m.id, "
             f"{', '.join(['NULL'] * (width + 5))} "
             f"FROM ka JOIN {messages} m ON ka.whole AND m.session_id = ka.{session_id} "

@@ -4,14 +4,14 @@ reads only the messages appended since the last one (PostgreSQL).
 A restore read with its API key (api/auth._find_key, `GET …/history` of a session read
 all at once) used to read every message in the key's statement: for 85 messages of 560
 characters that read was half of the statement's 1.2 ms in process. With a copy of the
-session's messages 1 to N, the statement reads the messages after N and checks that the
+session's messages numbered up to N, the statement reads those after N and checks that the
 copy is still what is stored, in the same snapshot:
 
 - an edit in place (UPDATE of a message row, by anyone) raises the session's
   `messages_version`, PostgreSQL's own count kept by a trigger (core migration 0014): the
   version must be the copy's;
-- a message deleted, or inserted again under a seq of 1 to N (a cleared conversation
-  refilled, the admin), changes the count of the session's messages numbered 1 to N or
+- a message deleted, or inserted again under a seq up to N (a cleared conversation
+  refilled, the admin), changes the count of the session's messages numbered up to N or
   their largest id (ids only grow): both must be the copy's;
 - a session deleted and made again under the same key is another row (its id, and its
   creation time, against a test database whose ids start again).
@@ -41,7 +41,7 @@ from django.conf import settings
 
 @dataclass(frozen=True)
 class Copy:
-    """The written messages 1 to `count` of session `session_id` (created at
+    """The written messages numbered up to `count` (that many) of session `session_id` (created at
     `created_at`), as they were stored at `version`; `top` is their largest id."""
 
     session_id: int
