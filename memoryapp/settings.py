@@ -224,10 +224,10 @@ MEMORYAPP_PREPARE_STATEMENTS = env_bool("MEMORYAPP_PREPARE_STATEMENTS", True)
 MEMORYAPP_API_LANE = env_bool("MEMORYAPP_API_LANE", True)
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
-# Characters of restored messages each API process keeps a copy of, so that a restore
+# Bytes (about) of restored messages each API process keeps a copy of, so that a restore
 # reads only what was appended since (PostgreSQL; api/restores.py); 0: no copies.
-MEMORYAPP_RESTORE_COPY_CHARS = env_int(
-    "MEMORYAPP_RESTORE_COPY_CHARS", 32_000_000, minimum=0, maximum=2_000_000_000
+MEMORYAPP_RESTORE_COPY_BYTES = env_int(
+    "MEMORYAPP_RESTORE_COPY_BYTES", 32 * 1024 * 1024, minimum=0, maximum=2**40
 )
 
 if not DEBUG:

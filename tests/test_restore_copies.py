@@ -4,12 +4,11 @@ copy, and never answers from a copy that is no longer what is stored. Every test
 the answer to the usual way's (the read after the lookup, auth._restore_in_path off) and
 counts the message rows the key's statement read."""
 
-import dataclasses
+import copy as copy_
 
 import pytest
 from django.db import connection, transaction
 from django.test import Client
-from django.utils import timezone
 
 from memoryapp.api import auth, restores
 from memoryapp.core.models import ApiKey, Message, Session
@@ -20,7 +19,7 @@ pytestmark = [
     pytest.mark.skipif(
         connection.vendor != "postgresql",
         reason="needs PostgreSQL (DATABASE_URL=postgres://...): the copies are checked "
-        "against its trigger-kept messages_version (core migration 0014)",
+        "against the versions of its rows (xmin)",
     ),
 ]
 
@@ -97,8 +96,8 @@ def test_an_edit_in_place_is_read_again(api, monkeypatch, read_rows):
     restore(api)
     Message.objects.filter(session__key="s", seq=3).update(content="edited by hand")
     edited = restore(api)
-    assert contents(edited)[2] == "edited by hand" and read_rows[-1] == 10
-    assert edited == usual(api, monkeypatch)
+    assert contents(edited)[2] == "edited by hand" and edited == usual(api, monkeypatch)
+    assert restore(api) == edited and read_rows[-2:] == [0, 10]  # its copy made again
     # A save of one message, as the Redis Agent Memory Server API's edits save it.
     message = Message.objects.get(session__key="s", seq=4)
     message.content = "saved again"
@@ -106,33 +105,7 @@ def test_an_edit_in_place_is_read_again(api, monkeypatch, read_rows):
     assert contents(restore(api))[3] == "saved again"
 
 
-def test_the_trigger_raises_the_version_of_each_changed_session_only(api, other_api):
-    a_session(api, "s")
-    a_session(api, "t")
-    a_session(other_api, "s")
-
-    def versions() -> dict:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id, messages_version FROM core_session")
-            return dict(cursor.fetchall())
-
-    mine, theirs = Session.objects.get(key="t"), Session.objects.exclude(key="t")
-    before = versions()
-    Message.objects.filter(session=mine).update(token_count=7)
-    Message.objects.filter(session=mine, seq=99).update(token_count=7)  # no row: no change
-    after = versions()
-    assert after[mine.pk] == before[mine.pk] + 1
-    assert all(after[s.pk] == before[s.pk] for s in theirs)
-    # A full save of the session (every field the model declares) leaves it as it is.
-    mine.refresh_from_db()
-    mine.goal = "fix the parser"
-    mine.save()
-    assert versions()[mine.pk] == after[mine.pk]
-
-
 def test_a_message_deleted_is_not_answered_from_the_copy(api, monkeypatch, read_rows):
-    """Deletes raise no version (a trigger on DELETE made TTL cleanup three times as
-    slow): the count of the copy's messages still stored tells them."""
     a_session(api)
     restore(api)
     Message.objects.filter(session__key="s", seq=5).delete()  # as the admin deletes one
@@ -176,54 +149,101 @@ def test_a_session_made_again_under_the_same_key_is_read_anew(api, monkeypatch, 
     assert contents(answer) == ["a new session"] and answer == usual(api, monkeypatch)
 
 
-def test_a_copy_with_another_creation_time_is_not_used(api, monkeypatch):
-    """A test database whose ids start again could name a new session with an old
-    session's id and version: the copy's creation time must be the session's too."""
+def test_a_message_inserted_again_under_its_own_id_is_read(api, monkeypatch, read_rows):
+    """Ids alone cannot tell a row inserted again with the id it had (SQL, a fixture
+    loaded again): the transaction that wrote each row's version does."""
     a_session(api)
     restore(api)
-    ((at, copy),) = restores.COPIES._copies.items()
-    messages = tuple({**m, "content": "stale"} for m in copy.messages)
-    stale = dataclasses.replace(copy, messages=messages)
-    restores.COPIES.keep(*at, stale)
-    # What the statement cannot tell from the stored rows is answered from the copy...
-    assert set(contents(restore(api))) == {"stale"}
-    # ...so the copy must name the session's creation time as well as its id.
-    restores.COPIES.keep(*at, dataclasses.replace(stale, created_at=timezone.now()))
+    old = Message.objects.get(session__key="s", seq=5)
+    old.delete()
+    old.content = "the same id, written again"
+    Message.objects.bulk_create([old])  # its pk given: the same id
+    assert Message.objects.get(session__key="s", seq=5).pk == old.pk
     answer = restore(api)
-    assert "stale" not in contents(answer) and answer == usual(api, monkeypatch)
+    assert contents(answer)[4] == "the same id, written again"
+    assert answer == usual(api, monkeypatch)
 
 
-def test_answering_leaves_the_copy_as_it_was(api):
-    a_session(api)
+def test_answering_leaves_the_copy_as_it_was(api, monkeypatch):
+    a_session(api, turns=3)
+    api.post(
+        TURNS.format("s"),
+        {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": "c1", "function": {"name": "bash", "arguments": "{}"}}],
+                },
+                {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+            ]
+        },
+    )
     restore(api)
     (copy,) = restores.COPIES._copies.values()
-    before = [dict(m) for m in copy.messages]
+    before = copy_.deepcopy(copy.messages)
     restore(api)
-    restore(api, params={"max_messages": 3})  # pruned: the copy's dicts are chosen from
-    assert [dict(m) for m in copy.messages] == before
+    # Read whole (no more than the limit and one), then pruned by the token budget: the
+    # copy's dicts are what the run is chosen from.
+    pruned = {"max_messages": 9, "max_tokens": 40}
+    answer = restore(api, params=pruned)
+    assert answer["pruned_count"] > 0 and answer == usual(api, monkeypatch, params=pruned)
+    assert copy.messages == before and copy.messages[8]["tool_calls"][0]["id"] == "c1"
 
 
-def test_copies_are_bounded_by_their_characters(api, settings, read_rows):
+def test_copies_are_bounded_by_their_size(api, settings, read_rows):
     for key in "stuvw":
         a_session(api, key, turns=1)
-    chars = restores.chars_of(restore(api, "s")["messages"])
-    settings.MEMORYAPP_RESTORE_COPY_CHARS = chars * 4  # room for four of them
+    restore(api, "s")
+    (copy,) = restores.COPIES._copies.values()
+    assert copy.size >= 4 * restores.MESSAGE_BYTES + sum(map(len, contents(restore(api, "s"))))
+    settings.MEMORYAPP_RESTORE_COPY_BYTES = copy.size * 4  # room for four of them
     for key in "stuvw":
         restore(api, key)
     assert [at[1] for at in restores.COPIES._copies] == list("tuvw")  # the oldest went
     restore(api, "t")
     restore(api, "s")
     assert [at[1] for at in restores.COPIES._copies] == list("vwts")
-    settings.MEMORYAPP_RESTORE_COPY_CHARS = chars * 4 - 1  # too big to copy at all
+    settings.MEMORYAPP_RESTORE_COPY_BYTES = copy.size * 4 - 1  # too big to copy at all
     restore(api, "s")  # from its copy, which it then drops
     assert [at[1] for at in restores.COPIES._copies] == list("vwt")
     restore(api, "s")
     restore(api, "s")
     assert read_rows[-3:] == [0, 4, 4]  # then read whole, every time
-    settings.MEMORYAPP_RESTORE_COPY_CHARS = 0  # no copies
+    settings.MEMORYAPP_RESTORE_COPY_BYTES = 0  # no copies
     for key in "stuvw":
         restore(api, key)
     assert len(restores.COPIES) == 0
+
+
+def test_tool_calls_and_revisions_count_in_a_copys_size():
+    row = [1, "user", "hi", 1, "t", None, None, None, None, None, None]
+    plain = restores.size_of([tuple(row)])
+    row[7], row[10] = "[" + "1," * 500 + "1]", '[{"action": "edit"}]'
+    assert restores.size_of([tuple(row)]) == plain + 4 * (len(row[7]) + len(row[10]))
+
+
+def test_an_empty_session_is_not_copied(api, read_rows):
+    assert api.put("/api/v1/sessions/e", {}).status_code == 201
+    assert restore(api, "e")["messages"] == [] and len(restores.COPIES) == 0
+
+
+def test_a_copy_waits_out_pruned_restores_and_goes_past_read_with_the_key(
+    api, monkeypatch, read_rows
+):
+    a_session(api)  # 10 messages
+    restore(api)
+    restore(api, params={"max_messages": 5})  # past that limit: read the usual way
+    assert len(restores.COPIES) == 1 and read_rows[-1] == 0
+    assert restore(api) and read_rows[-1] == 0  # the copy still serves
+    monkeypatch.setattr(auth, "READ_WITH_KEY", 11)
+    auth._key_statement.cache_clear()
+    try:
+        api.post(TURNS.format("s"), turn(("user", "one"), ("assistant", "two")))  # 12
+        answer = restore(api)
+        assert len(answer["messages"]) == 12 and len(restores.COPIES) == 0
+    finally:
+        auth._key_statement.cache_clear()
 
 
 def test_each_key_and_agent_has_its_own_copy(api, other_api, agent):
@@ -237,18 +257,27 @@ def test_each_key_and_agent_has_its_own_copy(api, other_api, agent):
     assert len({key for key, _ in restores.COPIES._copies}) == 3
 
 
-def test_copies_keep_the_most_recently_used():
+def test_copies_keep_the_most_recently_used(settings):
     copies = restores.Copies()
-    one = restores.Copy(1, None, 0, 1, 1, ({"content": "x"},), 10)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(restores.settings, "MEMORYAPP_RESTORE_COPY_CHARS", 40, raising=False)
-        for name in ("a", "b", "c", "d"):
-            copies.keep("k", name, one)
-        assert copies.get("k", "a") is not None  # a is now the newest
-        copies.keep("k", "e", one)
-        assert [name for _, name in copies._copies] == ["c", "d", "a", "e"]
-        copies.drop("k", "d")
-        assert copies._chars == 30 and len(copies) == 3
+    one = restores.Copy(1, ({"content": "x"},), ("2", "0"), 10)
+    settings.MEMORYAPP_RESTORE_COPY_BYTES = 40
+    for name in ("a", "b", "c", "d"):
+        copies.keep("k", name, one)
+    assert copies.get("k", "a") is not None  # found, but not used yet: still the oldest
+    copies.keep("k", "e", one)
+    assert [name for _, name in copies._copies] == ["b", "c", "d", "e"]
+    copies.keep("k", "b", one)  # used
+    assert [name for _, name in copies._copies] == ["c", "d", "e", "b"]
+    copies.drop("k", "d")
+    assert copies._size == 30 and len(copies) == 3
+
+
+def test_versions_are_written_as_arrays_elements():
+    rows = [(None,) * 11 + ("90", "0"), (None,) * 11 + ("91", "2")]
+    assert restores.versions_text(rows, 11) == ("90,91", "0,2")
+    assert restores.versions_text(rows[1:], 11, ("90", "0")) == ("90,91", "0,2")
+    assert restores.versions_text([], 11, ("90", "0")) == ("90", "0")
+    assert restores.versions_text([], 11) == ("", "")
 
 
 def test_a_message_numbered_0_is_answered_as_the_usual_way(api, monkeypatch, read_rows):
@@ -264,3 +293,24 @@ def test_a_message_numbered_0_is_answered_as_the_usual_way(api, monkeypatch, rea
     first, again = restore(api), restore(api)
     assert first == again == usual(api, monkeypatch)
     assert contents(first)[0] == "zero" and read_rows[-1] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changes_committed_as_in_production_are_read(api, monkeypatch, read_rows):
+    """Each request and each change its own transaction, as a server runs them: an edit
+    writes its row's new version under another transaction (xmin), and so does a row
+    inserted again under its own id."""
+    a_session(api)
+    restore(api)
+    Message.objects.filter(session__key="s", seq=3).update(content="edited, committed")
+    assert contents(restore(api))[2] == "edited, committed"
+    restore(api)
+    old = Message.objects.get(session__key="s", seq=5)
+    old.delete()
+    old.content = "the same id, committed again"
+    Message.objects.bulk_create([old])
+    answer = restore(api)
+    assert contents(answer)[4] == "the same id, committed again"
+    assert answer == usual(api, monkeypatch)
+    assert restore(api) == restore(api) == answer
+    assert read_rows[-2:] == [10, 0]  # the copy made again, then serving

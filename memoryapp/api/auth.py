@@ -154,7 +154,8 @@ def _find_key(
     copy = None
     if history is not None:
         copy = restores.COPIES.get(key_hash, session_key)
-        params = [history[0], *(restores.NO_COPY if copy is None else copy.params()), *params]
+        named, versions = restores.NO_COPY if copy is None else copy.params()
+        params = [history[0], *named, *params, *versions]
     # A request's first statement: without a health check's round trip before it.
     found = rows.first_read(statement.sql, params)
     if not found:
@@ -185,32 +186,31 @@ def _restored(
 ) -> list[dict[str, Any]] | None:
     """The session's every message, oldest first, from the statement's rows `new` (the
     messages after `copy`'s, or all of them) and the copy it was sent, which becomes the
-    process's new copy; None when the statement did not read them all (a session too
-    long: see _KeyStatement) or found the copy no longer stored (dropped)."""
-    whole, version, after, count, top = row[statement.restore_at : statement.restore_at + 5]
+    process's new copy; None when the statement did not read them (a session too long
+    for the limit or READ_WITH_KEY: see _KeyStatement) or found the copy no longer what
+    is stored (then dropped)."""
+    whole, after, same = row[statement.restore_at : statement.restore_at + 3]
     if not whole:
+        if copy is not None and session.message_count > READ_WITH_KEY:
+            restores.COPIES.drop(key_hash, session_key)  # not to be read with the key again
         return None
     # The statement read after the copy (-1: it read them all) only if it named this
-    # session at its version; what the copy holds must still be what is stored.
+    # session; the rows the copy holds must still be what is stored.
     if after >= 0:
         assert copy is not None
-        if (count, top, copy.created_at) != (copy.count, copy.top, session.created_at):
+        if not same:
             restores.COPIES.drop(key_hash, session_key)
             return None
     messages = answers.history_messages(new)
+    before, size = (("", ""), 0) if copy is None or after < 0 else (copy.versions, copy.size)
+    versions = restores.versions_text(new, answers.HISTORY_MESSAGE_WIDTH, before)
+    size += restores.size_of(new)
     if after >= 0:
         messages = [*copy.messages, *messages]
-    if len(messages) == session.message_count:
-        ids = [r[answers.HISTORY_MESSAGE_WIDTH] for r in new]
-        copied = restores.Copy(
-            session_id=session.pk,
-            created_at=session.created_at,
-            version=version,
-            count=len(messages),
-            top=max([top or 0, *ids]) if after >= 0 else max(ids, default=0),
-            messages=tuple(messages),
-            chars=restores.chars_of(messages),
-        )
+    if len(messages) != session.message_count:
+        return None  # not all of them (a gap in the seqs): read the usual way
+    if messages:
+        copied = restores.Copy(session.pk, tuple(messages), versions, size)
         restores.COPIES.keep(key_hash, session_key, copied)
     return messages
 
@@ -238,17 +238,14 @@ class _KeyStatement:
             )
         restore = ""
         if with_messages:
-            # After the lookup's columns: the session's messages_version (api/restores.py),
-            # whether its messages are read (`whole`: few enough, see READ_WITH_KEY and
-            # conversation._choose), and the seq they are read after: the count of this
-            # process's copy of them when the copy names this session at this version,
-            # else -1 (a seq is 0 or more: PositiveIntegerField).
+            # After the lookup's columns: whether the session's messages are read
+            # (`whole`: few enough, see READ_WITH_KEY and conversation._choose), and the
+            # seq they are read after: the count of this process's copy of them when the
+            # copy names this session, else -1 (a seq is 0 or more: PositiveIntegerField).
             restore = (
-                ", s.messages_version, "
-                f"s.message_count <= {READ_WITH_KEY} "
+                f", s.message_count <= {READ_WITH_KEY} "
                 "AND s.message_count <= COALESCE(CAST(%s AS bigint), a.max_messages) + 1, "
-                "CASE WHEN s.id = CAST(%s AS bigint) AND s.messages_version = CAST(%s AS bigint) "
-                "THEN CAST(%s AS integer) ELSE -1 END"
+                "CASE WHEN s.id = CAST(%s AS bigint) THEN CAST(%s AS integer) ELSE -1 END"
             )
         lookup = f"SELECT {select}{restore} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
         width = len(self.key) + len(self.agent) + len(self.session)
@@ -256,11 +253,12 @@ class _KeyStatement:
             self.sql, self.lookup_start = lookup, 0
             return
         # The lookup's row, then each message as a row of its own, oldest first: the
-        # message's columns first (history_messages reads them by position) and its id,
-        # then the lookup's, NULL in a message's row (they are not sent again with every
-        # message). The lookup's row ends with the restore's columns above, then the
-        # count and largest id of the session's messages numbered up to the seq read after.
-        self.lookup_start = answers.HISTORY_MESSAGE_WIDTH + 1
+        # message's columns first (history_messages reads them by position), then what
+        # tells this version of its row from any other (restores.ROW_VERSION_SQL), then
+        # the lookup's, NULL in a message's row (they are not sent again with every
+        # message). The lookup's row ends with the restore's columns above, then whether
+        # the messages numbered up to the seq read after are the copy's.
+        self.lookup_start = answers.HISTORY_MESSAGE_WIDTH + restores.ROW_VERSION_WIDTH
         self.restore_at = self.lookup_start + width
         found = [f"c{i}" for i in range(width)]
         session_id = found[len(self.key) + len(self.agent) + self.session.attnames.index("id")]
@@ -268,22 +266,26 @@ class _KeyStatement:
             len(self.key) + len(self.agent) + self.session.attnames.index("message_count")
         ]
         # The lookup's row has seq -1 (a message's is 0 or more): it comes first.
-        nulls = ", ".join(["-1", *["NULL"] * answers.HISTORY_MESSAGE_WIDTH])
+        nulls = ", ".join(["-1", *["NULL"] * (self.lookup_start - 1)])
         messages = Message._meta.db_table
         self.sql = (
-            f"WITH ka ({', '.join(found)}, version, whole, after) AS ({lookup}) "
-            f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.version, ka.after, "
-            "copied.n, copied.top FROM ka, "
-            f"LATERAL (SELECT count(*), max(m.id) FROM {messages} m "
-            # Only with a copy to check. `m.seq >= 0` holds for every message: it makes
-            # the condition a range, which the planner reckons to be few rows and reads
-            # through message_unique_seq as it does the messages' read; with `seq <=`
-            # alone it scanned the whole table of bench/peer.py's database (0.9 ms),
-            # whose statistics said each session held thousands of messages.
-            f"WHERE ka.after >= 0 AND m.session_id = ka.{session_id} "
-            "AND m.seq >= 0 AND m.seq <= ka.after) copied (n, top) "
-            f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, m.id, "
-            f"{', '.join(['NULL'] * (width + 5))} "
+            f"WITH ka ({', '.join(found)}, whole, after) AS ({lookup}) "
+            f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.after, copied.same FROM ka, "
+            # Whether the session's messages numbered up to the copy's count are still
+            # the copy's rows as they were (their versions, sent as the statement's last
+            # parameter), checked only when the messages are read after the copy.
+            # `m.seq >= 0` holds for every message: it makes the condition a range, which
+            # the planner reckons to be few rows and reads through message_unique_seq as
+            # it does the messages' read; with `seq <=` alone it scanned the whole table
+            # of bench/peer.py's database (0.9 ms), whose statistics said each session
+            # held thousands.
+            "LATERAL (SELECT COALESCE(array_agg(m.xmin ORDER BY m.seq) = "
+            "CAST(CAST(%s AS text) AS xid[]) AND array_agg(m.cmin ORDER BY m.seq) = "
+            f"CAST(CAST(%s AS text) AS cid[]), false) FROM {messages} m "
+            f"WHERE ka.whole AND ka.after >= 0 AND m.session_id = ka.{session_id} "
+            "AND m.seq >= 0 AND m.seq <= ka.after) copied (same) "
+            f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, {restores.ROW_VERSION_SQL}, "
+            f"{', '.join(['NULL'] * (width + 3))} "
             f"FROM ka JOIN {messages} m ON ka.whole AND m.session_id = ka.{session_id} "
             f"AND m.seq > ka.after AND m.seq <= ka.{count} "
             "ORDER BY 1"  # seq

@@ -4,28 +4,27 @@ reads only the messages appended since the last one (PostgreSQL).
 A restore read with its API key (api/auth._find_key, `GET …/history` of a session read
 all at once) used to read every message in the key's statement: for 85 messages of 560
 characters that read was half of the statement's 1.2 ms in process. With a copy of the
-session's messages numbered up to N, the statement reads those after N and checks that the
-copy is still what is stored, in the same snapshot:
+session's messages numbered up to N, the statement reads those after N and checks, in the
+same snapshot, that the session's messages numbered up to N are still the copy's rows as
+the copy read them: by the transaction, and the command within it, that wrote each row's
+version (PostgreSQL's `xmin` and `cmin`, ROW_VERSION_SQL), in seq order. Any change since
+is told so, whoever made it and however: an edit or removal in place (an UPDATE writes a
+new version of the row, under its own transaction), a message deleted (one fewer), one
+inserted again under its seq (a cleared conversation refilled, the admin, a row written
+again under its own id: another transaction's row), a session made again under the same
+key (another session id).
 
-- an edit in place (UPDATE of a message row, by anyone) raises the session's
-  `messages_version`, PostgreSQL's own count kept by a trigger (core migration 0014): the
-  version must be the copy's;
-- a message deleted, or inserted again under a seq up to N (a cleared conversation
-  refilled, the admin), changes the count of the session's messages numbered up to N or
-  their largest id (ids only grow): both must be the copy's;
-- a session deleted and made again under the same key is another row (its id, and its
-  creation time, against a test database whose ids start again).
+When they differ the restore is answered the usual way, from a read after the key, and
+the copy is dropped. A copy is only a copy: nothing is ever answered from it that the
+same statement did not find still stored as it was.
 
-When the check fails the restore is answered the usual way, from a read after the key,
-and the copy is dropped. A copy is only a copy: nothing is ever answered from it that
-the same statement did not find still stored.
-
-Bounded by the characters of content and JSON text it holds (MEMORYAPP_RESTORE_COPY_CHARS
-per process); the copies used longest ago go first, and a session bigger than a quarter
-of the bound is not copied. Copies are keyed by the API key's hash and the session's key
-(the statement finds the session's row through them), and shared by a process's threads.
-The messages are the answer's own dicts (answers.history_messages): no caller may change
-them (tests/test_restore_copies.py holds a restore's answer to a copy untouched).
+Bounded by the bytes it takes, about (MEMORYAPP_RESTORE_COPY_BYTES per process, size_of):
+the copies used longest ago go first, a session bigger than a quarter of the bound is
+not copied, nor an empty one, and one that grew past what a restore reads with its key
+is dropped. Copies are keyed by the API key's hash and the session's key (the statement
+finds the session's row through them), and shared by a process's threads. The messages
+are the answer's own dicts (answers.history_messages): no caller may change them
+(tests/test_restore_copies.py holds a restore's answer to a copy untouched).
 """
 
 from __future__ import annotations
@@ -33,62 +32,93 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
+# What tells one version of a message's row (of table alias m) from any other row's and
+# any other version of it: the transaction that wrote it (xmin; a frozen row keeps it)
+# and, within that transaction, the command (cmin: a restore, an edit and a restore
+# again in one transaction, as a test runs them, write one xmin). Read as their text,
+# compared as PostgreSQL's own types (xid, cid): a cast of each to a number cost the
+# check about as much again.
+ROW_VERSION_SQL = "m.xmin, m.cmin"
+ROW_VERSION_WIDTH = 2
+
 
 @dataclass(frozen=True)
 class Copy:
-    """The written messages numbered up to `count` (that many) of session `session_id` (created at
-    `created_at`), as they were stored at `version`; `top` is their largest id."""
+    """The written messages of session `session_id` numbered up to their count, and the
+    versions of their rows (ROW_VERSION_SQL's, in seq order) as the elements of two
+    PostgreSQL arrays' text, `xmin,xmin…` and `cmin,cmin…`: see versions_text."""
 
     session_id: int
-    created_at: datetime
-    version: int
-    count: int
-    top: int
     messages: tuple[dict[str, Any], ...]
-    chars: int
+    versions: tuple[str, str]
+    size: int  # bytes, about: size_of
 
-    def params(self) -> list:
-        """The key statement's parameters that name this copy (auth._KeyStatement)."""
-        return [self.session_id, self.version, self.count]
+    def params(self) -> tuple[list, list[str]]:
+        """The key statement's parameters that name this copy (auth._KeyStatement): its
+        session and count, and its rows' versions as two arrays' text (text parameters,
+        of one type whatever the numbers, for the prepared statement)."""
+        xmins, cmins = self.versions
+        return [self.session_id, len(self.messages)], ["{" + xmins + "}", "{" + cmins + "}"]
 
 
 # What a restore without a copy sends in their place: no session has id 0.
-NO_COPY = [0, 0, 0]
+NO_COPY: tuple[list, list[str]] = ([0, 0], ["{}", "{}"])
 
 
-def chars_of(messages: list[dict[str, Any]]) -> int:
-    """What a copy of `messages` is counted as: their contents' characters, and a little
-    for each message's other fields."""
-    return sum(len(m["content"]) + 200 for m in messages)
+def versions_text(
+    rows: list[tuple], at: int, before: tuple[str, str] = ("", "")
+) -> tuple[str, str]:
+    """The versions of these rows (ROW_VERSION_SQL's columns from `at` in each, as text),
+    after those of `before`, as Copy.versions writes them."""
+    if not rows:
+        return before
+    xmins, cmins = ",".join([r[at] for r in rows]), ",".join([r[at + 1] for r in rows])
+    if not before[0]:
+        return xmins, cmins
+    return f"{before[0]},{xmins}", f"{before[1]},{cmins}"
+
+
+# What a message costs a copy besides its texts: its dict, keys and numbers, its time's
+# text, its id; and a parsed JSON value (tool calls, revisions) several times its text.
+MESSAGE_BYTES = 1024
+JSON_TIMES = 4
+
+
+def size_of(rows: list[tuple]) -> int:
+    """About how many bytes the copy of these rows (answers.HISTORY_MESSAGE_SQL's columns)
+    takes: each message's content (a character, one byte or more), its JSON texts
+    parsed (tool calls, revisions: JSON_TIMES their length) and MESSAGE_BYTES."""
+    size = 0
+    for r in rows:
+        size += MESSAGE_BYTES + len(r[2]) + JSON_TIMES * (len(r[7] or "") + len(r[10] or ""))
+    return size
 
 
 class Copies:
     def __init__(self) -> None:
         self._copies: OrderedDict[tuple[str, str], Copy] = OrderedDict()
-        self._chars = 0
+        self._size = 0
         self._lock = threading.Lock()
 
     def get(self, key_hash: str, session_key: str) -> Copy | None:
+        """The copy for this key's session, if any (its place is kept by `keep` once it
+        is used: a copy the restore cannot use grows no younger)."""
         with self._lock:
-            found = self._copies.get((key_hash, session_key))
-            if found is not None:
-                self._copies.move_to_end((key_hash, session_key))
-            return found
+            return self._copies.get((key_hash, session_key))
 
     def keep(self, key_hash: str, session_key: str, copy: Copy) -> None:
-        limit = settings.MEMORYAPP_RESTORE_COPY_CHARS
+        limit = settings.MEMORYAPP_RESTORE_COPY_BYTES
         with self._lock:
             self._drop((key_hash, session_key))
-            if copy.chars * 4 > limit:
+            if copy.size * 4 > limit:
                 return
             self._copies[(key_hash, session_key)] = copy
-            self._chars += copy.chars
-            while self._chars > limit:
+            self._size += copy.size
+            while self._size > limit:
                 self._drop(next(iter(self._copies)))
 
     def drop(self, key_hash: str, session_key: str) -> None:
@@ -98,12 +128,12 @@ class Copies:
     def clear(self) -> None:
         with self._lock:
             self._copies.clear()
-            self._chars = 0
+            self._size = 0
 
     def _drop(self, at: tuple[str, str]) -> None:
         old = self._copies.pop(at, None)
         if old is not None:
-            self._chars -= old.chars
+            self._size -= old.size
 
     def __len__(self) -> int:
         return len(self._copies)
