@@ -38,6 +38,21 @@ REQUESTS = [
     ("get", SESSION + "/history?max_messages=1", None, {}),
     ("get", SESSION + "/history?max_messages=-1", None, {}),
     ("get", SESSION + "/history?limt=5", None, {}),
+    # The restore's own way past the operation (sessions.get_history_at_once), and what
+    # it leaves to the operation.
+    ("get", SESSION + "/history?max_messages=10000&max_tokens=10000000", None, {}),
+    ("get", SESSION + "/history?max_tokens=30", None, {}),
+    ("get", SESSION + "/history?max_messages=05", None, {}),
+    ("get", SESSION + "/history?max_messages=0&max_tokens=0", None, {}),
+    ("get", SESSION + "/history?max_messages=2&max_messages=3", None, {}),
+    ("get", SESSION + "/history?max_messages=", None, {}),
+    ("get", SESSION + "/history?max_messages=%D9%A3", None, {}),  # an Arabic-Indic 3
+    ("get", SESSION + "/history?max_messages=99999999999999999999", None, {}),
+    ("get", SESSION + "/history?max_tokens=99999999999", None, {}),
+    ("get", SESSION + "/history", None, {"Authorization": "Bearer wrong"}),
+    ("get", SESSION + "/history", None, {"Authorization": "Basic abc"}),
+    ("get", SESSION + "/history", None, {"Authorization": ""}),
+    ("get", SESSION + "/history", None, {"Authorization": "Bearer " + "k" * 300}),
     ("get", "/api/v1/sessions/absent/history", None, {}),
     ("get", "/api/v1/sessions/" + "k" * 300 + "/history", None, {}),
     ("get", "/api/v1/sessions/bad%20key/history", None, {}),
@@ -246,3 +261,21 @@ def test_the_lane_sets_the_match_authentication_reads(session_with_history, api,
     )
     assert reads[0] == reads[1]
     assert lane.route.__doc__
+
+
+def test_a_common_restore_goes_past_the_operation(session_with_history, api_key, monkeypatch):
+    """The lane's restore answers without django-ninja's operation, the same answer."""
+    from memoryapp.api import sessions
+
+    taken = []
+    at_once = sessions.get_history_at_once
+
+    def counted(request, key):
+        answer = at_once(request, key)
+        taken.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(sessions, "get_history_at_once", counted)
+    for query in ("", "?max_messages=3", "?max_messages=3&max_tokens=40", "?max_messages=x"):
+        _same(*_both(api_key, "get", SESSION + "/history" + query, None, {}))
+    assert taken == [True, True, True, False]

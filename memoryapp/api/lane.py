@@ -99,6 +99,10 @@ def respond(request: HttpRequest, view: Callable[..., Any], kwargs: dict[str, st
             from memoryapp.api.sessions import post_turn_at_once
 
             response = post_turn_at_once(request, kwargs["key"])
+        elif request.method == "GET" and request.path_info.endswith("/history"):
+            from memoryapp.api.sessions import get_history_at_once
+
+            response = get_history_at_once(request, kwargs["key"])
         if response is None:
             response = view(request, **kwargs)
     except Exception as exc:
