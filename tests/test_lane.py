@@ -49,6 +49,8 @@ REQUESTS = [
     ("get", SESSION + "/history?max_messages=%D9%A3", None, {}),  # an Arabic-Indic 3
     ("get", SESSION + "/history?max_messages=99999999999999999999", None, {}),
     ("get", SESSION + "/history?max_tokens=99999999999", None, {}),
+    ("get", SESSION + "/history?max_tokens=" + "0" * 4301 + "5", None, {}),
+    ("get", SESSION + "/history?max_messages=" + "0" * 4301 + "5", None, {}),
     ("get", SESSION + "/history", None, {"Authorization": "Bearer wrong"}),
     ("get", SESSION + "/history", None, {"Authorization": "Basic abc"}),
     ("get", SESSION + "/history", None, {"Authorization": ""}),
@@ -279,3 +281,23 @@ def test_a_common_restore_goes_past_the_operation(session_with_history, api_key,
     for query in ("", "?max_messages=3", "?max_messages=3&max_tokens=40", "?max_messages=x"):
         _same(*_both(api_key, "get", SESSION + "/history" + query, None, {}))
     assert taken == [True, True, True, False]
+
+
+@pytest.mark.parametrize("path", [SESSION + "/history", "/api/v1/sessions/absent/history"])
+def test_a_restore_with_a_body_is_the_whole_stacks(session_with_history, api_key, path):
+    """The API's strict requests answer a GET with a body 422: so does the lane."""
+    answers = []
+    for on in (True, False):
+        with override_settings(MEMORYAPP_API_LANE=on):
+            client = Client(raise_request_exception=False)
+            answers.append(
+                client.generic(
+                    "GET",
+                    path,
+                    json.dumps({"max_messages": 1}),
+                    content_type="application/json",
+                    headers={"Authorization": f"Bearer {api_key}"},
+                )
+            )
+    _same(*answers)
+    assert answers[0].status_code == 422

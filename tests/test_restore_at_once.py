@@ -287,3 +287,10 @@ def test_a_pruned_restore_reads_its_pages_as_its_answer_writes_them(api, agent, 
     # The system messages' read and the newest page's (a summary reads its own span).
     pages = [s for s in sql[1:] if ("m.role = " in s and "system" in s) or "m.seq DESC" in s]
     assert len(pages) == 2 and all("to_char" in s for s in pages), sql
+
+
+def test_a_limit_of_thousands_of_digits_is_not_a_500(api):
+    """Python's int() refuses more than 4,300 digits: such a limit is left to the view."""
+    a_session(api, "s", turns=1)
+    answer = api.get(HISTORY.format("s"), {"max_messages": "0" * 4301 + "5"})
+    assert answer.status_code == 200 and len(answer.json()["messages"]) == 4

@@ -5,6 +5,7 @@ the answer to the usual way's (the read after the lookup, auth._restore_in_path 
 counts the message rows the key's statement read."""
 
 import copy as copy_
+import dataclasses
 
 import pytest
 from django.db import connection, transaction
@@ -15,7 +16,9 @@ from memoryapp.core.models import ApiKey, Message, Session
 from tests.conftest import ApiClient, turn
 
 pytestmark = [
-    pytest.mark.django_db,
+    # Each request its own transaction, as a server runs them: a copy is made and used
+    # only outside one (see restores.ROW_VERSION_SQL).
+    pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         connection.vendor != "postgresql",
         reason="needs PostgreSQL (DATABASE_URL=postgres://...): the copies are checked "
@@ -259,7 +262,7 @@ def test_each_key_and_agent_has_its_own_copy(api, other_api, agent):
 
 def test_copies_keep_the_most_recently_used(settings):
     copies = restores.Copies()
-    one = restores.Copy(1, ({"content": "x"},), ("2", "0"), 10)
+    one = restores.Copy(1, "x", ({"content": "x"},), "2", 10)
     settings.MEMORYAPP_RESTORE_COPY_BYTES = 40
     for name in ("a", "b", "c", "d"):
         copies.keep("k", name, one)
@@ -272,12 +275,12 @@ def test_copies_keep_the_most_recently_used(settings):
     assert copies._size == 30 and len(copies) == 3
 
 
-def test_versions_are_written_as_arrays_elements():
-    rows = [(None,) * 11 + ("90", "0"), (None,) * 11 + ("91", "2")]
-    assert restores.versions_text(rows, 11) == ("90,91", "0,2")
-    assert restores.versions_text(rows[1:], 11, ("90", "0")) == ("90,91", "0,2")
-    assert restores.versions_text([], 11, ("90", "0")) == ("90", "0")
-    assert restores.versions_text([], 11) == ("", "")
+def test_versions_are_written_as_an_arrays_elements():
+    rows = [(None,) * 11 + ("90",), (None,) * 11 + (91,)]  # text as read, or a number
+    assert restores.versions_text(rows, 11) == "90,91"
+    assert restores.versions_text(rows[1:], 11, "90") == "90,91"
+    assert restores.versions_text([], 11, "90") == "90"
+    assert restores.versions_text([], 11) == ""
 
 
 def test_a_message_numbered_0_is_answered_as_the_usual_way(api, monkeypatch, read_rows):
@@ -295,11 +298,9 @@ def test_a_message_numbered_0_is_answered_as_the_usual_way(api, monkeypatch, rea
     assert contents(first)[0] == "zero" and read_rows[-1] == 0
 
 
-@pytest.mark.django_db(transaction=True)
 def test_changes_committed_as_in_production_are_read(api, monkeypatch, read_rows):
-    """Each request and each change its own transaction, as a server runs them: an edit
-    writes its row's new version under another transaction (xmin), and so does a row
-    inserted again under its own id."""
+    """Each change its own transaction: an edit writes its row's new version under
+    another transaction (xmin), and so does a row inserted again under its own id."""
     a_session(api)
     restore(api)
     Message.objects.filter(session__key="s", seq=3).update(content="edited, committed")
@@ -314,3 +315,39 @@ def test_changes_committed_as_in_production_are_read(api, monkeypatch, read_rows
     assert answer == usual(api, monkeypatch)
     assert restore(api) == restore(api) == answer
     assert read_rows[-2:] == [10, 0]  # the copy made again, then serving
+
+
+def test_no_copy_is_made_or_used_inside_a_transaction(api, monkeypatch, read_rows):
+    """Within the transaction that wrote them, a row's versions share one xmin (and its
+    cmin is not reliable): a restore inside a transaction reads the messages whole."""
+    a_session(api)
+    restore(api)
+    assert len(restores.COPIES) == 1
+    with transaction.atomic():
+        Message.objects.filter(session__key="s", seq=3).update(content="first edit")
+        assert contents(restore(api))[2] == "first edit" and read_rows[-1] == 10
+        Message.objects.filter(session__key="s", seq=3).update(content="second edit")
+        assert contents(restore(api))[2] == "second edit" and read_rows[-1] == 10
+        # The copy made before the transaction is neither used nor replaced in it.
+        (copy,) = restores.COPIES._copies.values()
+        assert contents({"messages": copy.messages})[2] == "step 0: run the tests"
+    assert contents(restore(api))[2] == "second edit"  # outside again: checked, read
+
+
+def test_a_copy_of_another_incarnation_of_the_server_is_not_used(api, monkeypatch):
+    """A transaction's id names one transaction only while the server lives and its ids'
+    epoch lasts (a failover or a lost commit may hand a lost transaction's id out again):
+    a copy read in another incarnation is not used."""
+    a_session(api)
+    restore(api)
+    ((at, copy),) = restores.COPIES._copies.items()
+    messages = tuple({**m, "content": "stale"} for m in copy.messages)
+    stale = dataclasses.replace(copy, messages=messages)
+    restores.COPIES.keep(*at, stale)
+    # What the statement cannot tell from the stored rows is answered from the copy...
+    assert set(contents(restore(api))) == {"stale"}
+    # ...so the copy names the server's incarnation too.
+    restores.COPIES.keep(*at, dataclasses.replace(stale, incarnation="another server"))
+    answer = restore(api)
+    assert "stale" not in contents(answer) and answer == usual(api, monkeypatch)
+    assert copy.incarnation.endswith(" 0")  # started, then this epoch of transaction ids

@@ -152,10 +152,12 @@ def _find_key(
     if session_key is not None:
         params = [session_key, timezone.now(), *params]
     copy = None
+    # A copy is made and used only outside a transaction: see restores.ROW_VERSION_SQL.
+    copying = history is not None and not connection.in_atomic_block
     if history is not None:
-        copy = restores.COPIES.get(key_hash, session_key)
+        copy = restores.COPIES.get(key_hash, session_key) if copying else None
         named, versions = restores.NO_COPY if copy is None else copy.params()
-        params = [history[0], *named, *params, *versions]
+        params = [history[0], *named, *params, versions]
     # A request's first statement: without a health check's round trip before it.
     found = rows.first_read(statement.sql, params)
     if not found:
@@ -169,7 +171,8 @@ def _find_key(
         session = statement.session.instance(row, at) if read else None
         key.session_read = (session_key, session)
         if history is not None and session is not None:
-            messages = _restored(statement, row, found[1:], session, key_hash, session_key, copy)
+            at = (key_hash, session_key) if copying else None
+            messages = _restored(statement, row, found[1:], session, at, copy)
             if messages is not None:
                 key.messages_read = (session_key, history[0], session.pk, messages)
     return key
@@ -180,29 +183,31 @@ def _restored(
     row: tuple,
     new: list[tuple],
     session: Session,
-    key_hash: str,
-    session_key: str,
+    at: tuple[str, str] | None,
     copy: restores.Copy | None,
 ) -> list[dict[str, Any]] | None:
     """The session's every message, oldest first, from the statement's rows `new` (the
-    messages after `copy`'s, or all of them) and the copy it was sent, which becomes the
-    process's new copy; None when the statement did not read them (a session too long
+    messages after `copy`'s, or all of them) and the copy it was sent; with `at` (the
+    key's hash and the session's key: none inside a transaction), they become the
+    process's copy there. None when the statement did not read them (a session too long
     for the limit or READ_WITH_KEY: see _KeyStatement) or found the copy no longer what
     is stored (then dropped)."""
-    whole, after, same = row[statement.restore_at : statement.restore_at + 3]
+    whole, after, incarnation, same = row[statement.restore_at : statement.restore_at + 4]
     if not whole:
-        if copy is not None and session.message_count > READ_WITH_KEY:
-            restores.COPIES.drop(key_hash, session_key)  # not to be read with the key again
+        if copy is not None and at is not None and session.message_count > READ_WITH_KEY:
+            restores.COPIES.drop(*at)  # never to be read with the key again
         return None
     # The statement read after the copy (-1: it read them all) only if it named this
-    # session; the rows the copy holds must still be what is stored.
+    # session and incarnation; the rows the copy holds must still be what is stored.
     if after >= 0:
-        assert copy is not None
+        assert copy is not None and at is not None
         if not same:
-            restores.COPIES.drop(key_hash, session_key)
+            restores.COPIES.drop(*at)
             return None
     messages = answers.history_messages(new)
-    before, size = (("", ""), 0) if copy is None or after < 0 else (copy.versions, copy.size)
+    if at is None:
+        return messages if len(messages) == session.message_count else None
+    before, size = ("", 0) if after < 0 else (copy.versions, copy.size)
     versions = restores.versions_text(new, answers.HISTORY_MESSAGE_WIDTH, before)
     size += restores.size_of(new)
     if after >= 0:
@@ -210,8 +215,8 @@ def _restored(
     if len(messages) != session.message_count:
         return None  # not all of them (a gap in the seqs): read the usual way
     if messages:
-        copied = restores.Copy(session.pk, tuple(messages), versions, size)
-        restores.COPIES.keep(key_hash, session_key, copied)
+        copied = restores.Copy(session.pk, incarnation, tuple(messages), versions, size)
+        restores.COPIES.keep(*at, copied)
     return messages
 
 
@@ -241,11 +246,14 @@ class _KeyStatement:
             # After the lookup's columns: whether the session's messages are read
             # (`whole`: few enough, see READ_WITH_KEY and conversation._choose), and the
             # seq they are read after: the count of this process's copy of them when the
-            # copy names this session, else -1 (a seq is 0 or more: PositiveIntegerField).
+            # copy names this session and the server's incarnation, else -1 (a seq is 0 or
+            # more: PositiveIntegerField); and the incarnation (api/restores.py).
             restore = (
                 f", s.message_count <= {READ_WITH_KEY} "
                 "AND s.message_count <= COALESCE(CAST(%s AS bigint), a.max_messages) + 1, "
-                "CASE WHEN s.id = CAST(%s AS bigint) THEN CAST(%s AS integer) ELSE -1 END"
+                "CASE WHEN s.id = CAST(%s AS bigint) AND "
+                f"{restores.INCARNATION_SQL} = CAST(%s AS text) "
+                f"THEN CAST(%s AS integer) ELSE -1 END, {restores.INCARNATION_SQL}"
             )
         lookup = f"SELECT {select}{restore} {joins} WHERE k.key_hash = %s AND k.revoked_at IS NULL"
         width = len(self.key) + len(self.agent) + len(self.session)
@@ -269,8 +277,9 @@ class _KeyStatement:
         nulls = ", ".join(["-1", *["NULL"] * (self.lookup_start - 1)])
         messages = Message._meta.db_table
         self.sql = (
-            f"WITH ka ({', '.join(found)}, whole, after) AS ({lookup}) "
-            f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.after, copied.same FROM ka, "
+            f"WITH ka ({', '.join(found)}, whole, after, incarnation) AS ({lookup}) "
+            f"SELECT {nulls}, {', '.join(found)}, ka.whole, ka.after, ka.incarnation, "
+            "copied.same FROM ka, "
             # Whether the session's messages numbered up to the copy's count are still
             # the copy's rows as they were (their versions, sent as the statement's last
             # parameter), checked only when the messages are read after the copy.
@@ -280,12 +289,11 @@ class _KeyStatement:
             # of bench/peer.py's database (0.9 ms), whose statistics said each session
             # held thousands.
             "LATERAL (SELECT COALESCE(array_agg(m.xmin ORDER BY m.seq) = "
-            "CAST(CAST(%s AS text) AS xid[]) AND array_agg(m.cmin ORDER BY m.seq) = "
-            f"CAST(CAST(%s AS text) AS cid[]), false) FROM {messages} m "
+            f"CAST(CAST(%s AS text) AS xid[]), false) FROM {messages} m "
             f"WHERE ka.whole AND ka.after >= 0 AND m.session_id = ka.{session_id} "
             "AND m.seq >= 0 AND m.seq <= ka.after) copied (same) "
             f"UNION ALL SELECT {answers.HISTORY_MESSAGE_SQL}, {restores.ROW_VERSION_SQL}, "
-            f"{', '.join(['NULL'] * (width + 3))} "
+            f"{', '.join(['NULL'] * (width + 4))} "
             f"FROM ka JOIN {messages} m ON ka.whole AND m.session_id = ka.{session_id} "
             f"AND m.seq > ka.after AND m.seq <= ka.{count} "
             "ORDER BY 1"  # seq
@@ -338,7 +346,11 @@ def _restore_in_path(request: HttpRequest) -> tuple[int | None] | None:
     asked = request.GET.get("max_messages")
     if asked is None:
         return (None,)
-    if not (asked.isascii() and asked.isdigit()) or int(asked) > MAX_MESSAGES_SETTING:
+    if (
+        not (asked.isascii() and asked.isdigit())
+        or len(asked) > len(str(MAX_MESSAGES_SETTING))  # int() refuses 4,300 digits
+        or int(asked) > MAX_MESSAGES_SETTING
+    ):
         return None
     return (int(asked),)
 

@@ -6,13 +6,16 @@ all at once) used to read every message in the key's statement: for 85 messages 
 characters that read was half of the statement's 1.2 ms in process. With a copy of the
 session's messages numbered up to N, the statement reads those after N and checks, in the
 same snapshot, that the session's messages numbered up to N are still the copy's rows as
-the copy read them: by the transaction, and the command within it, that wrote each row's
-version (PostgreSQL's `xmin` and `cmin`, ROW_VERSION_SQL), in seq order. Any change since
+the copy read them: by the transaction that wrote each row's version (PostgreSQL's `xmin`,
+ROW_VERSION_SQL), in seq order. Any change since
 is told so, whoever made it and however: an edit or removal in place (an UPDATE writes a
 new version of the row, under its own transaction), a message deleted (one fewer), one
 inserted again under its seq (a cleared conversation refilled, the admin, a row written
 again under its own id: another transaction's row), a session made again under the same
-key (another session id).
+key (another session id). A copy also names the server's incarnation (INCARNATION_SQL),
+since a transaction's id names one transaction only within it; and it is made and used
+only by a statement outside any transaction (autocommit, as a server runs requests), so
+that every row it holds was committed by another transaction.
 
 When they differ the restore is answered the usual way, from a read after the key, and
 the copy is dropped. A copy is only a copy: nothing is ever answered from it that the
@@ -37,49 +40,56 @@ from typing import Any
 from django.conf import settings
 
 # What tells one version of a message's row (of table alias m) from any other row's and
-# any other version of it: the transaction that wrote it (xmin; a frozen row keeps it)
-# and, within that transaction, the command (cmin: a restore, an edit and a restore
-# again in one transaction, as a test runs them, write one xmin). Read as their text,
-# compared as PostgreSQL's own types (xid, cid): a cast of each to a number cost the
-# check about as much again.
-ROW_VERSION_SQL = "m.xmin, m.cmin"
-ROW_VERSION_WIDTH = 2
+# any other version of it, between transactions: the transaction that wrote it (xmin; a
+# frozen row keeps it, as VACUUM FULL and CLUSTER do). Read as its text, compared as
+# PostgreSQL's own xid (a cast to a number cost the check about as much again). Within
+# the transaction that wrote them a row's versions share it, and `cmin` does not tell
+# them apart reliably (it is the row's raw command id field, which a deleter's command
+# overwrites): a copy is neither kept nor used inside a transaction (auth._find_key).
+ROW_VERSION_SQL = "m.xmin"
+ROW_VERSION_WIDTH = 1
+
+# The server's own life and its transaction ids' epoch: an xmin names one transaction
+# only while both stay. A server restarted or replaced (a failover to a standby, a
+# recovery to a point in time, a crash that lost commits made with synchronous_commit
+# off) may hand out a lost transaction's id again, and 2**32 transactions later every
+# id comes round again: a copy names the incarnation it was read in, and a statement in
+# another reads the messages whole.
+INCARNATION_SQL = (
+    "CAST(pg_postmaster_start_time() AS text) || ' ' || "
+    "CAST(txid_snapshot_xmin(txid_current_snapshot()) >> 32 AS text)"
+)
 
 
 @dataclass(frozen=True)
 class Copy:
-    """The written messages of session `session_id` numbered up to their count, and the
-    versions of their rows (ROW_VERSION_SQL's, in seq order) as the elements of two
-    PostgreSQL arrays' text, `xmin,xmin…` and `cmin,cmin…`: see versions_text."""
+    """The written messages of session `session_id` numbered up to their count, read in
+    the server's `incarnation` (INCARNATION_SQL), and the versions of their rows
+    (ROW_VERSION_SQL's, in seq order) as the elements of a PostgreSQL array's text,
+    `xmin,xmin…`: see versions_text."""
 
     session_id: int
+    incarnation: str
     messages: tuple[dict[str, Any], ...]
-    versions: tuple[str, str]
+    versions: str
     size: int  # bytes, about: size_of
 
-    def params(self) -> tuple[list, list[str]]:
+    def params(self) -> tuple[list, str]:
         """The key statement's parameters that name this copy (auth._KeyStatement): its
-        session and count, and its rows' versions as two arrays' text (text parameters,
-        of one type whatever the numbers, for the prepared statement)."""
-        xmins, cmins = self.versions
-        return [self.session_id, len(self.messages)], ["{" + xmins + "}", "{" + cmins + "}"]
+        session, incarnation and count, and its rows' versions as an array's text (a
+        text parameter, of one type whatever the numbers, for the prepared statement)."""
+        return [self.session_id, self.incarnation, len(self.messages)], "{" + self.versions + "}"
 
 
 # What a restore without a copy sends in their place: no session has id 0.
-NO_COPY: tuple[list, list[str]] = ([0, 0], ["{}", "{}"])
+NO_COPY: tuple[list, str] = ([0, "", 0], "{}")
 
 
-def versions_text(
-    rows: list[tuple], at: int, before: tuple[str, str] = ("", "")
-) -> tuple[str, str]:
-    """The versions of these rows (ROW_VERSION_SQL's columns from `at` in each, as text),
-    after those of `before`, as Copy.versions writes them."""
-    if not rows:
-        return before
-    xmins, cmins = ",".join([r[at] for r in rows]), ",".join([r[at + 1] for r in rows])
-    if not before[0]:
-        return xmins, cmins
-    return f"{before[0]},{xmins}", f"{before[1]},{cmins}"
+def versions_text(rows: list[tuple], at: int, before: str = "") -> str:
+    """The versions of these rows (ROW_VERSION_SQL's column at `at` in each), after those
+    of `before`, as Copy.versions writes them."""
+    written = ",".join([str(r[at]) for r in rows])
+    return f"{before},{written}" if before and written else before or written
 
 
 # What a message costs a copy besides its texts: its dict, keys and numbers, its time's

@@ -303,22 +303,24 @@ def get_history_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
     (ApiKeyAuth's, the key's lookup with the session and its messages, the same limits
     and refusals) and the same view, where the operation's checks, its validation of
     the query and its handling of the answer cost a cold restore about 0.2 ms. For the
-    common request only, told before anything is counted or read: a bearer token of a
-    usable length, a session key the view accepts, and no query but max_messages and
-    max_tokens, once each, written as digits within their bounds. None for anything
+    common request only, told before anything is counted or read: no body, a bearer
+    token of a usable length, a session key the view accepts, and no query but
+    max_messages and max_tokens, once each, written as digits within their bounds. None for anything
     else: the request goes the usual way, which answers it."""
     from memoryapp.api.api import api
 
     token = bearer_token(request)
-    if not answers.ENABLED or not token or len(token) > MAX_TOKEN_LENGTH:
-        return None
+    if not answers.ENABLED or not token or len(token) > MAX_TOKEN_LENGTH or request.body:
+        return None  # (a body: the API's strict requests answer it 422)
     limits: dict[str, int] = {}
     for name, values in request.GET.lists():
         bound = _HISTORY_LIMITS.get(name)
         if bound is None or len(values) != 1:
             return None
         value = values[0]
-        if not (value.isascii() and value.isdigit()) or int(value) > bound:
+        if not (value.isascii() and value.isdigit()) or len(value) > len(str(bound)):
+            return None  # (int() refuses 4,300 digits; leading zeros go the usual way)
+        if int(value) > bound:
             return None
         limits[name] = int(value)
     try:
