@@ -12,6 +12,7 @@ the raw request line. `RedactingLogger` writes that segment as `[redacted]` in t
 log and in every error-log line (Django redacts its own request log: api/middleware.py).
 """
 
+import logging
 import os
 import re
 
@@ -62,7 +63,9 @@ class RedactingLogger(Logger):
         super().info(*_redacted(msg, args), **kwargs)
 
     def debug(self, msg, *args, **kwargs):
-        super().debug(*_redacted(msg, args), **kwargs)
+        # pre_request logs every request at debug: redacted only when it is written.
+        if self.error_log.isEnabledFor(logging.DEBUG):
+            super().debug(*_redacted(msg, args), **kwargs)
 
     def exception(self, msg, *args, **kwargs):
         super().exception(*_redacted(msg, args), **kwargs)

@@ -948,6 +948,12 @@ def test_gunicorns_logger_redacts_keys_from_access_and_error_lines(capsys):
     atoms = logger.atoms(response, [], environ, timedelta(seconds=1))
     assert atoms["r"] == "GET /ams/[redacted]/v1/health?x=1 HTTP/1.1"
     assert atoms["U"] == "/ams/[redacted]/v1/health" and atoms["f"] == "https://h/mcp/[redacted]"
+    redactions = []
+    module = conf["RedactingLogger"].debug.__globals__  # the file's own (run_path copies)
+    redact = module["redact"]
+    module["redact"] = lambda value: redactions.append(value) or redact(value)
+    logger.debug("%s %s", "GET", "/ams/mk_secret/v1/x")  # the default level: not written
+    assert redactions == [] and "mk_secret" not in capsys.readouterr().err
     config.set("loglevel", "debug")
     logger.setup(config)
     logger.exception("Error handling request %s", "/ams/mk_secret/v1/health")
