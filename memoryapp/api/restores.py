@@ -6,13 +6,12 @@ all at once) used to read every message in the key's statement: for 85 messages 
 characters that read was half of the statement's 1.2 ms in process. With a copy of the
 session's messages numbered up to N, the statement reads those after N and checks, in the
 same snapshot, that the session's messages numbered up to N are still the copy's rows as
-the copy read them: by the transaction that wrote each row's version (PostgreSQL's `xmin`,
-ROW_VERSION_SQL), in seq order. Any change since
-is told so, whoever made it and however: an edit or removal in place (an UPDATE writes a
-new version of the row, under its own transaction), a message deleted (one fewer), one
-inserted again under its seq (a cleared conversation refilled, the admin, a row written
-again under its own id: another transaction's row), a session made again under the same
-key (another session id). A copy also names the server's incarnation (INCARNATION_SQL),
+the copy read them: by the transaction that wrote each row's version (PostgreSQL's
+`xmin`, ROW_VERSION_SQL), in seq order. Any change since is told so, whoever made it and
+however: an edit or removal in place (an UPDATE writes a new version of the row, under
+its own transaction), a message deleted (one fewer), one inserted again under its seq (a
+cleared conversation refilled, the admin, a row written again under its own id: another
+transaction's row), a session made again under the same key (another session id). A copy also names the server's incarnation (INCARNATION_SQL),
 since a transaction's id names one transaction only within it; and it is made and used
 only by a statement outside any transaction (autocommit, as a server runs requests), so
 that every row it holds was committed by another transaction.
