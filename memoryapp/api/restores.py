@@ -11,10 +11,11 @@ the copy read them: by the transaction that wrote each row's version (PostgreSQL
 however: an edit or removal in place (an UPDATE writes a new version of the row, under
 its own transaction), a message deleted (one fewer), one inserted again under its seq (a
 cleared conversation refilled, the admin, a row written again under its own id: another
-transaction's row), a session made again under the same key (another session id). A copy also names the server's incarnation (INCARNATION_SQL),
-since a transaction's id names one transaction only within it; and it is made and used
-only by a statement outside any transaction (autocommit, as a server runs requests), so
-that every row it holds was committed by another transaction.
+transaction's row), a session made again under the same key (another session id). A
+copy also names the server's incarnation (INCARNATION_SQL), since a transaction's id
+names one transaction only within it; and it is made and used only by a statement
+outside any transaction (autocommit, as a server runs requests), so that every row it
+holds was committed by another transaction.
 
 When they differ the restore is answered the usual way, from a read after the key, and
 the copy is dropped. A copy is only a copy: nothing is ever answered from it that the
