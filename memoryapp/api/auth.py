@@ -205,16 +205,14 @@ def _restored(
             restores.COPIES.drop(*at)
             return None
     messages = answers.history_messages(new)
-    if at is None:
-        return messages if len(messages) == session.message_count else None
-    before, size = ("", 0) if after < 0 else (copy.versions, copy.size)
-    versions = restores.versions_text(new, answers.HISTORY_MESSAGE_WIDTH, before)
-    size += restores.size_of(new)
     if after >= 0:
         messages = [*copy.messages, *messages]
     if len(messages) != session.message_count:
         return None  # not all of them (a gap in the seqs): read the usual way
-    if messages:
+    if at is not None and messages:
+        before, size = ("", 0) if after < 0 else (copy.versions, copy.size)
+        versions = restores.versions_text(new, answers.HISTORY_MESSAGE_WIDTH, before)
+        size += restores.size_of(new)
         copied = restores.Copy(session.pk, incarnation, tuple(messages), versions, size)
         restores.COPIES.keep(*at, copied)
     return messages
@@ -269,10 +267,9 @@ class _KeyStatement:
         self.lookup_start = answers.HISTORY_MESSAGE_WIDTH + restores.ROW_VERSION_WIDTH
         self.restore_at = self.lookup_start + width
         found = [f"c{i}" for i in range(width)]
-        session_id = found[len(self.key) + len(self.agent) + self.session.attnames.index("id")]
-        count = found[
-            len(self.key) + len(self.agent) + self.session.attnames.index("message_count")
-        ]
+        session_at = len(self.key) + len(self.agent)
+        session_id = found[session_at + self.session.attnames.index("id")]
+        count = found[session_at + self.session.attnames.index("message_count")]
         # The lookup's row has seq -1 (a message's is 0 or more): it comes first.
         nulls = ", ".join(["-1", *["NULL"] * (self.lookup_start - 1)])
         messages = Message._meta.db_table
@@ -346,13 +343,18 @@ def _restore_in_path(request: HttpRequest) -> tuple[int | None] | None:
     asked = request.GET.get("max_messages")
     if asked is None:
         return (None,)
-    if (
-        not (asked.isascii() and asked.isdigit())
-        or len(asked) > len(str(MAX_MESSAGES_SETTING))  # int() refuses 4,300 digits
-        or int(asked) > MAX_MESSAGES_SETTING
-    ):
+    number = digits_within(asked, MAX_MESSAGES_SETTING)
+    return None if number is None else (number,)
+
+
+def digits_within(value: str, bound: int) -> int | None:
+    """`value` as a number when it is written in ASCII digits, no longer than `bound`
+    written out (int() refuses 4,300 digits; a leading zero is left to the view), and is
+    no more than `bound`; else None."""
+    if not (value.isascii() and value.isdigit()) or len(value) > len(str(bound)):
         return None
-    return (int(asked),)
+    number = int(value)
+    return number if number <= bound else None
 
 
 class ApiKeyAuth(HttpBearer):
