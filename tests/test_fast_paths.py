@@ -272,6 +272,32 @@ def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
     assert "name" in history["messages"][-1] and history["messages"][-1]["name"] is None
 
 
+def test_a_context_writes_its_conversation_as_the_history_does(api, monkeypatch):
+    """/context reads and writes its conversation as /history does
+    (answers.history_reading: on PostgreSQL as the answer writes it): a session read
+    whole, with tool calls, a message its client changed and removed (the Redis Agent
+    Memory Server API's fields) and times with and without microseconds, is answered as
+    ninja would answer it, message for message what /history answers."""
+    api.post("/api/v1/sessions/small/turns", BODY)
+    Message.objects.filter(session__key="small", seq=2).update(
+        client_id="m-2",
+        removed_at=datetime(2026, 11, 24, 5, 17, 38, 1, tzinfo=UTC),
+        revisions=[{"action": "removed", "at": "2026-11-24T05:17:38Z"}],
+    )
+    Message.objects.filter(session__key="small", seq=3).update(
+        created_at=datetime(2026, 11, 24, 5, 17, 38, tzinfo=UTC)
+    )
+    fast, slow = both_ways(monkeypatch, lambda: api.get("/api/v1/sessions/small/context"))
+    assert fast == slow
+    messages = api.get("/api/v1/sessions/small/history").json()["messages"]
+    assert fast["conversation"] == messages and len(messages) == 4
+    assert [list(m) for m in fast["conversation"]] == [list(m) for m in messages]
+    changed = fast["conversation"][1]
+    assert changed["client_id"] == "m-2" and changed["removed_at"] == "2026-11-24T05:17:38.000Z"
+    assert fast["conversation"][2]["created_at"] == "2026-11-24T05:17:38Z"
+    assert fast["conversation"][2]["tool_calls"][0]["id"] == "c1"
+
+
 @pytest.mark.parametrize(
     "columns",
     [

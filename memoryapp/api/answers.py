@@ -198,6 +198,24 @@ def history_messages(rows: list[tuple]) -> list[dict[str, Any]]:
 HISTORY_READER = types.SimpleNamespace(sql=HISTORY_MESSAGE_SQL, dicts=history_messages)
 
 
+def _as_read(message: dict[str, Any]) -> dict[str, Any]:
+    return message
+
+
+def history_reading(vendor: str) -> tuple[Callable[[dict[str, Any]], Any] | None, Any]:
+    """How a restore whose messages an answer writes as HistoryMessageOut (GET …/history,
+    GET …/context) reads and writes them: conversation.restore_history's `write` and
+    `reader`. With the API's own answers (ENABLED), on PostgreSQL (`vendor`) each message
+    is read as written (HISTORY_READER) and kept as read, elsewhere read as by default and
+    written by history_message; without them, (None, None): its defaults (message_dict),
+    which ninja then validates. The answer holds such messages as `Written`."""
+    if not ENABLED:
+        return None, None
+    if vendor == "postgresql":
+        return _as_read, HISTORY_READER
+    return history_message, None
+
+
 def answer(schema: type[BaseModel], data: dict, status: int = 200) -> Any:
     """The view's answer `data`, shaped by `schema`, as a JSON response with `status`;
     with ENABLED off, `data` itself for ninja to validate (status 200 only)."""

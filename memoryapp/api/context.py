@@ -3,14 +3,20 @@ session's working context (key/value items)."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import answers
 from memoryapp.api.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
-from memoryapp.api.schemas import ContextItemIn, ContextItemList, ContextItemOut, ContextOut
+from memoryapp.api.schemas import (
+    ContextItemIn,
+    ContextItemList,
+    ContextItemOut,
+    ContextOut,
+    HistoryMessageOut,
+)
 from memoryapp.core.context import assemble_context
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem
@@ -30,10 +36,20 @@ def get_context(
     context, findings, long-term memories and the summary, each within its share of the
     token budget, with exact counts and a markdown prompt to inject."""
     session = live_session(request, key)
+    # The conversation's messages read and written as GET …/history's (answers.history_reading).
+    write, reader = answers.history_reading(connection.vendor)
     try:
-        context = assemble_context(session, token_budget=token_budget, query_hint=query_hint)
+        context = assemble_context(
+            session,
+            token_budget=token_budget,
+            query_hint=query_hint,
+            write=write,
+            reader=reader,
+        )
     except tokens.EncodingUnavailable as exc:
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
+    if write is not None:
+        context["conversation"] = answers.Written(HistoryMessageOut, context["conversation"])
     return answers.answer(ContextOut, context)
 
 

@@ -358,12 +358,9 @@ def get_history(
     agent = session.agent
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
-    write = answers.history_message if answers.ENABLED else None
-    reader = None
-    if write is not None and connection.vendor == "postgresql":
-        # Read as history_message writes them, as the read with the key reads them (the
-        # only way `everything` is read: with the key, on PostgreSQL, answers.ENABLED).
-        write, reader = _written, answers.HISTORY_READER
+    # On PostgreSQL read as history_message writes them, as the read with the key reads
+    # them (the only way `everything` is read: with the key, on PostgreSQL, answers.ENABLED).
+    write, reader = answers.history_reading(connection.vendor)
     everything = messages_read(request, session, max_messages)
     answer = restore_history(
         session,
@@ -391,10 +388,6 @@ def get_history(
         "max_tokens": limit_tokens,
     }
     return answers.answer(HistoryOut, history)
-
-
-def _written(message: dict) -> dict:
-    return message
 
 
 @router.get("/sessions/{key}/messages", response={200: MessagePage, **READ_ONE}, tags=["turns"])

@@ -18,13 +18,15 @@ not by how much the session holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
 
 from memoryapp.core import rows, search
-from memoryapp.core.conversation import pruned_through, restore_history
+from memoryapp.core.conversation import MessageReader, pruned_through, restore_history
 from memoryapp.core.models import (
     ContextItem,
     Finding,
@@ -277,11 +279,15 @@ def assemble_context(
     query_hint: str = "",
     record_access: bool = True,
     newest_findings: list[Finding] | None = None,
+    write: Callable[[dict[str, Any]], Any] | None = None,
+    reader: MessageReader | None = None,
 ) -> Context:
     """`record_access=False` for people looking (the dashboard): reading then does not
     count as the agent accessing its memories. The summary of pruned history is computed
     either way, so a person sees exactly what the agent would get. `newest_findings`: the
-    caller has read them already (see findings_for_prompt)."""
+    caller has read them already (see findings_for_prompt). `write` and `reader`: how the
+    conversation's messages are read and written (restore_history's; message_dict's
+    shape by default)."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
     budget = allocate_budget(
@@ -347,7 +353,11 @@ def assemble_context(
     # Conversation, with what working and long-term left unused.
     effective = effective_budget(budget, {"working": working_tokens, "long_term": memories.tokens})
     history = restore_history(
-        session, max_messages=agent.max_messages, max_tokens=effective.conversation
+        session,
+        max_messages=agent.max_messages,
+        max_tokens=effective.conversation,
+        write=write,
+        reader=reader,
     )
     conversation = history["messages"]
     conversation_tokens = history["token_count"]
