@@ -898,6 +898,20 @@ def test_context_reads_what_the_orm_reads(api, agent):
         "-confidence", "-updated_at", "-id"
     )[:5]
     assert [m["id"] for m in context["long_term_memories"]] == [m.id for m in memories]
+    # With a query hint: the hits' rows as in_bulk reads them, by confidence.
+    from memoryapp.core import search
+    from memoryapp.core.context import memory_dict
+
+    Memory.objects.create(agent=agent, content="a fact about parsers", confidence=0.3)
+    Memory.objects.create(agent=agent, content="a parser fact", status=Memory.Status.SUPERSEDED)
+    hinted = assemble_context(session, query_hint="fact parser", record_access=False)
+    hits = search.search(agent, "fact parser", kinds=("memory",), limit=10)
+    by_id = Memory.objects.in_bulk([hit.id for hit in hits])
+    expected_memories = sorted(
+        by_id.values(), key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id)
+    )
+    assert len(expected_memories) == 8
+    assert hinted["long_term_memories"] == [memory_dict(m) for m in expected_memories]
     assert "now" in context["prompt"] and "later" not in context["prompt"]
     assert "grep" in context["prompt"] and "src/parser.py" in context["prompt"]
     Subtask.objects.filter(session=session, title="now").update(status=Subtask.Status.DONE)

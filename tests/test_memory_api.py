@@ -430,6 +430,29 @@ def test_search_across_messages_findings_and_memories(api, other_api, agent):
     ]
 
 
+@pytest.mark.parametrize("mode", ["any", "all", "phrase"])
+def test_search_without_snippets_finds_the_same_hits_in_the_same_order(api, agent, mode):
+    """search(snippets=False), as context assembly reads a query hint's memories: the
+    same hits, ranks and order, each with an empty snippet, for every kind and mode."""
+    from memoryapp.core import search
+
+    api.post(BASE + "/sessions/s1/turns", turn(
+        ("user", "The parser crashes on unicode input"), ("assistant", "The lexer: unicode"),
+        ("user", "unicode lexer unicode lexer, the lexer again")))  # fmt: skip
+    for n, fact in enumerate(["unicode lexer handled in lexer.py", "lexer unicode tests pass"]):
+        api.post(BASE + "/sessions/s1/findings", {"tool": "grep", "query": f"q{n}", "fact": fact})
+    for content in ("The unicode lexer normalizes its input", "The lexer is unicode-safe"):
+        api.post(BASE + "/memories", {"content": content})
+    with_snippets = search.search(agent, "unicode lexer", mode=mode)
+    without = search.search(agent, "unicode lexer", mode=mode, snippets=False)
+    assert {h.kind for h in with_snippets} == {"message", "finding", "memory"}
+    assert all(hit.snippet for hit in with_snippets)
+    assert [(h.kind, h.id, h.rank, h.seq) for h in without] == [
+        (h.kind, h.id, h.rank, h.seq) for h in with_snippets
+    ]
+    assert all(hit.snippet == "" for hit in without)
+
+
 @pytest.mark.parametrize(
     "q", ['"unbalanced', "a OR b AND", "NEAR(x y)", "x*", "-y", "col:val", "'; DROP TABLE x;--"]
 )

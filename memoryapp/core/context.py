@@ -147,9 +147,18 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     agent = session.agent
     if query_hint.strip():
         hits = search.search(
-            agent, query_hint, kinds=("memory",), limit=MEMORIES_WITH_HINT, memory_status="active"
+            agent,
+            query_hint,
+            kinds=("memory",),
+            limit=MEMORIES_WITH_HINT,
+            memory_status="active",
+            snippets=False,
         )
-        by_id = Memory.objects.in_bulk([hit.id for hit in hits])
+        # The hits' rows, by a fixed statement: what Memory.objects.in_bulk(ids) reads.
+        ids = [hit.id for hit in hits]
+        marks = ", ".join(["%s"] * len(ids))
+        read = rows.fetch(Memory, "m", f"WHERE m.id IN ({marks})", ids) if ids else []
+        by_id = {memory.id: memory for memory in read}
         found = [by_id[hit.id] for hit in hits if hit.id in by_id]
     else:
         found = rows.fetch(

@@ -93,6 +93,13 @@ class _Filters:
     min_confidence: float | None
     memory_session: str | None
     now: datetime
+    # Whether each hit's snippet is written (off for a caller that reads only the ids and
+    # their order: the snippet is most of a hit's cost on PostgreSQL, ts_headline).
+    snippets: bool = True
+
+
+def _snippet(filters: _Filters, expression: str) -> str:
+    return f"{expression} AS snippet" if filters.snippets else "NULL AS snippet"
 
 
 def _parts(agent: Agent, query: str, mode: str, filters: _Filters) -> list[_Part]:
@@ -119,9 +126,18 @@ def search(
     min_confidence: float | None = None,
     memory_session: str | None = None,
     now: datetime | None = None,
+    snippets: bool = True,
 ) -> list[Hit]:
+    """A page of hits, best first. `snippets=False`: each hit's snippet is empty (for a
+    caller that reads only which rows match and their order)."""
     filters = _Filters(
-        kinds, memory_status, memory_type, min_confidence, memory_session, now or timezone.now()
+        kinds,
+        memory_status,
+        memory_type,
+        min_confidence,
+        memory_session,
+        now or timezone.now(),
+        snippets,
     )
     parts = _parts(agent, query, mode, filters)
     if not parts:
@@ -275,7 +291,8 @@ def _sqlite(agent: Agent, words: list[str], mode: str, filters: _Filters) -> lis
         parts.append(
             _Part(
                 "'message' AS kind, m.id AS id, -bm25(core_message_fts) AS rank, "
-                "snippet(core_message_fts, 0, char(2), char(3), '…', 16) AS snippet, "
+                + _snippet(filters, "snippet(core_message_fts, 0, char(2), char(3), '…', 16)")
+                + ", "
                 "s.key AS session, m.seq AS seq, m.role AS role, NULL AS status, "
                 "m.created_at AS at, m.seq AS message_seq",
                 [],
@@ -289,7 +306,8 @@ def _sqlite(agent: Agent, words: list[str], mode: str, filters: _Filters) -> lis
         parts.append(
             _Part(
                 "'finding' AS kind, f.id AS id, -bm25(core_finding_fts) AS rank, "
-                "snippet(core_finding_fts, 0, char(2), char(3), '…', 16) AS snippet, "
+                + _snippet(filters, "snippet(core_finding_fts, 0, char(2), char(3), '…', 16)")
+                + ", "
                 "s.key AS session, f.step AS seq, f.tool AS role, NULL AS status, "
                 "f.updated_at AS at, fm.seq AS message_seq",
                 [],
@@ -305,7 +323,8 @@ def _sqlite(agent: Agent, words: list[str], mode: str, filters: _Filters) -> lis
         parts.append(
             _Part(
                 "'memory' AS kind, mem.id AS id, -bm25(core_memory_fts) AS rank, "
-                "snippet(core_memory_fts, 0, char(2), char(3), '…', 16) AS snippet, "
+                + _snippet(filters, "snippet(core_memory_fts, 0, char(2), char(3), '…', 16)")
+                + ", "
                 "NULL AS session, NULL AS seq, mem.memory_type AS role, mem.status AS status, "
                 "mem.updated_at AS at, NULL AS message_seq",
                 [],
@@ -337,10 +356,11 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
             _Part(
                 "'message' AS kind, m.id AS id, "
                 "ts_rank(to_tsvector('english'::regconfig, m.content), q) AS rank, "
-                "ts_headline('english'::regconfig, m.content, q, %s) AS snippet, "
+                + _snippet(filters, "ts_headline('english'::regconfig, m.content, q, %s)")
+                + ", "
                 "s.key AS session, m.seq AS seq, m.role AS role, NULL AS status, "
                 "m.created_at AS at, m.seq AS message_seq",
-                [options],
+                [options] if filters.snippets else [],
                 f"FROM core_message m JOIN core_session s ON s.id = m.session_id, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, m.content) @@ q "
                 "AND s.agent_id = %s AND s.expires_at > %s",
@@ -352,10 +372,11 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
             _Part(
                 "'finding' AS kind, f.id AS id, "
                 "ts_rank(to_tsvector('english'::regconfig, f.fact || ' ' || f.query), q) AS rank, "
-                "ts_headline('english'::regconfig, f.fact, q, %s) AS snippet, "
+                + _snippet(filters, "ts_headline('english'::regconfig, f.fact, q, %s)")
+                + ", "
                 "s.key AS session, f.step AS seq, f.tool AS role, NULL AS status, "
                 "f.updated_at AS at, fm.seq AS message_seq",
-                [options],
+                [options] if filters.snippets else [],
                 "FROM core_finding f JOIN core_session s ON s.id = f.session_id "
                 f"LEFT JOIN core_message fm ON fm.id = f.message_id, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, f.fact || ' ' || f.query) @@ q "
@@ -369,10 +390,11 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
             _Part(
                 "'memory' AS kind, mem.id AS id, "
                 "ts_rank(to_tsvector('english'::regconfig, mem.content), q) AS rank, "
-                "ts_headline('english'::regconfig, mem.content, q, %s) AS snippet, "
+                + _snippet(filters, "ts_headline('english'::regconfig, mem.content, q, %s)")
+                + ", "
                 "NULL AS session, NULL AS seq, mem.memory_type AS role, mem.status AS status, "
                 "mem.updated_at AS at, NULL AS message_seq",
-                [options],
+                [options] if filters.snippets else [],
                 f"FROM core_memory mem, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, mem.content) @@ q "
                 "AND mem.agent_id = %s" + memory_sql,
