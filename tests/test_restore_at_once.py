@@ -91,6 +91,40 @@ def test_a_restore_read_with_the_key_answers_as_the_usual_way_in_one_statement(
     assert len(usual_sql) == 2 and not fused(usual_sql)
 
 
+def test_a_small_session_is_read_by_its_index_beside_a_long_one(api, agent, monkeypatch):
+    """The statement reads the session's messages by (session, seq) whatever the table's
+    statistics say of an average session. Beside one long session (the statistics then
+    count two sessions of 10,000 messages on average), a join of the key's lookup with
+    the messages was planned as a scan of the whole table, for a session of 12."""
+    from memoryapp.core import rows
+
+    a_session(api, "small")
+    api.post(TURNS.format("long"), turn(("user", "first")))
+    long = Session.objects.get(agent=agent, key="long")
+    Message.objects.bulk_create(
+        [
+            Message(session=long, seq=seq, role="user", content=f"line {seq}", token_count=3)
+            for seq in range(2, 20_002)
+        ],
+        batch_size=5000,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE core_message")
+    read = []
+    first_read = rows.first_read
+    monkeypatch.setattr(rows, "first_read", lambda sql, params: read.append((sql, params)) or
+                        first_read(sql, params))  # fmt: skip
+    answer = api.get(HISTORY.format("small"), {"max_messages": 10000})
+    assert answer.status_code == 200 and len(answer.json()["messages"]) == 12
+    sql, params = read[0]
+    assert "UNION ALL" in sql
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    assert "Seq Scan on core_message" not in plan, plan
+    assert plan.count("Index Scan using message_unique_seq on core_message") == 2, plan
+
+
 def test_a_restore_with_a_small_token_budget_prunes_as_the_usual_way(api, monkeypatch):
     a_session(api, "s")
     (_, at_once, sql), (_, usual, _) = both_ways(api, monkeypatch, "s", {"max_tokens": 60})
