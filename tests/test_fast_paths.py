@@ -262,6 +262,9 @@ def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
         (f"{base}/messages", {"limit": 7}),
         (f"{base}/context", {}),
         (f"{base}/context", {"query_hint": "pytest", "token_budget": 300}),
+        # Budgets where the system message alone overflows the conversation's share.
+        (f"{base}/context", {"token_budget": 10}),
+        (f"{base}/context", {"token_budget": 40}),
     ]:
         fast, slow = both_ways(monkeypatch, lambda: api.get(path, params))  # noqa: B023
         assert fast == slow, path

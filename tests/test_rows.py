@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import signals
 
 from memoryapp.core import rows
-from memoryapp.core.models import Finding, Memory
+from memoryapp.core.models import Memory
 
 MODELS = [m for m in apps.get_models() if m._meta.app_label in ("core", "dashboard")]
 
@@ -42,13 +42,39 @@ def test_an_instance_is_what_from_db_makes(model):
         assert made._state.adding is False and made._state.db == connection.alias
 
 
-def test_most_models_are_made_without_init():
-    """The way around __init__ is taken for the models the hot paths read (a check that
-    refused every model would leave the equality above true and the speed lost)."""
-    for model in (Finding, Memory):
-        columns = rows.Columns(model, "x")
-        assert columns._plain_attributes
-        assert columns._from_db().__name__ == "build"
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_every_model_is_made_without_init(model):
+    """The way around __init__ is taken for every model (a check that refused them would
+    leave the equality above true and the speed lost)."""
+    columns = rows.Columns(model, "x")
+    assert columns._plain_attributes
+    assert columns._from_db().__name__ == "build"
+
+
+def test_a_model_with_its_own_init_or_from_db_gets_them(monkeypatch):
+    """A model that overrides __init__ or from_db (to record what it loaded, say) is
+    made by from_db, through them."""
+    made = []
+
+    def init(self, *args, **kwargs):
+        made.append("init")
+        super(Memory, self).__init__(*args, **kwargs)
+
+    monkeypatch.setattr(Memory, "__init__", init)
+    columns = rows.Columns(Memory, "x")
+    columns._from_db()(connection.alias, some_values(columns.fields))
+    assert made == ["init"]
+    monkeypatch.undo()
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        made.append("from_db")
+        return super(Memory, cls).from_db(db, field_names, values)
+
+    monkeypatch.setattr(Memory, "from_db", from_db)
+    columns = rows.Columns(Memory, "x")
+    columns._from_db()(connection.alias, some_values(columns.fields))
+    assert made == ["init", "from_db"]
 
 
 @pytest.mark.parametrize("signal", ["pre_init", "post_init"])

@@ -155,9 +155,11 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
             snippets=False,
         )
         # The hits' rows, by a fixed statement: what Memory.objects.in_bulk(ids) reads.
+        # Always as many ids as the limit (the last repeated): one statement to prepare.
         ids = [hit.id for hit in hits]
-        marks = ", ".join(["%s"] * len(ids))
-        read = rows.fetch(Memory, "m", f"WHERE m.id IN ({marks})", ids) if ids else []
+        marks = ", ".join(["%s"] * MEMORIES_WITH_HINT)
+        padded = ids + ids[-1:] * (MEMORIES_WITH_HINT - len(ids))
+        read = rows.fetch(Memory, "m", f"WHERE m.id IN ({marks})", padded) if ids else []
         by_id = {memory.id: memory for memory in read}
         found = [by_id[hit.id] for hit in hits if hit.id in by_id]
     else:

@@ -66,9 +66,13 @@ class Columns:
         self.attnames = [f.attname for f in self.fields]
         quote = connection.ops.quote_name
         self.sql = ", ".join(f"{alias}.{quote(f.column)}" for f in self.fields)
-        self._plain_attributes = all(
-            type(inspect.getattr_static(model, name, None)) in _PLAIN_ATTRIBUTES
-            for name in self.attnames
+        self._plain_attributes = (
+            model.__init__ is models.Model.__init__
+            and model.from_db.__func__ is models.Model.from_db.__func__
+            and all(
+                type(inspect.getattr_static(model, name, None)) in _PLAIN_ATTRIBUTES
+                for name in self.attnames
+            )
         )
 
     def __len__(self) -> int:
@@ -95,9 +99,10 @@ class Columns:
         0.5 ms that way. Where that comes to setting the values in the instance's
         `__dict__` (every column's attribute is Django's DeferredAttribute, which has no
         setter, or ForeignKeyDeferredAttribute, whose setter only sets it on an instance
-        with no cached related object; nothing listens to pre_init or post_init for the
-        model) the instance is made so, a quarter of the cost; otherwise by `from_db`.
-        tests/test_rows.py holds both equal for every model."""
+        with no cached related object; the model keeps Django's own __init__ and from_db;
+        nothing listens to pre_init or post_init for the model) the instance is made so,
+        a quarter of the cost; otherwise by `from_db`. tests/test_rows.py holds both equal
+        for every model."""
         model, names = self.model, self.attnames
         if not self._plain_attributes or (
             signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model)
