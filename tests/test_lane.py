@@ -283,6 +283,44 @@ def test_a_common_restore_goes_past_the_operation(session_with_history, api_key,
     assert taken == [True, True, True, False]
 
 
+def test_a_restore_past_the_operation_uses_the_apis_own_authentication(
+    session_with_history, api_key, monkeypatch
+):
+    """get_history_at_once authenticates with the API's configured ApiKeyAuth (that
+    instance), and leaves the request to the operation when the API is configured with
+    any other authentication."""
+    from memoryapp.api import sessions
+    from memoryapp.api.api import api as ninja_api
+    from memoryapp.api.auth import ApiKeyAuth
+
+    (configured,) = ninja_api.auth
+    used = []
+    authenticate = configured.authenticate
+    monkeypatch.setattr(
+        configured, "authenticate", lambda r, t: used.append(t) or authenticate(r, t)
+    )
+    taken = []
+    at_once = sessions.get_history_at_once
+
+    def counted(request, key):
+        answer = at_once(request, key)
+        taken.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(sessions, "get_history_at_once", counted)
+    client = Client()
+    headers = {"Authorization": f"Bearer {api_key}"}
+    assert client.get(SESSION + "/history", headers=headers).status_code == 200
+    assert taken == [True] and used == [api_key]
+
+    class Other(ApiKeyAuth):
+        pass
+
+    monkeypatch.setattr(ninja_api, "auth", [Other()])
+    assert client.get(SESSION + "/history", headers=headers).status_code == 200
+    assert taken == [True, False]  # not the key's own: the operation's way
+
+
 @pytest.mark.parametrize("path", [SESSION + "/history", "/api/v1/sessions/absent/history"])
 def test_a_restore_with_a_body_is_the_whole_stacks(session_with_history, api_key, path):
     """The API's strict requests answer a GET with a body 422: so does the lane."""
