@@ -265,11 +265,12 @@ def test_the_lane_sets_the_match_authentication_reads(session_with_history, api,
     assert lane.route.__doc__
 
 
-def test_a_common_restore_goes_past_the_operation(session_with_history, api_key, monkeypatch):
-    """The lane's restore answers without django-ninja's operation, the same answer."""
+def restores_past_the_operation(monkeypatch) -> list[bool]:
+    """Whether each restore from now on went past the operation
+    (sessions.get_history_at_once answered it) or the usual way."""
     from memoryapp.api import sessions
 
-    taken = []
+    taken: list[bool] = []
     at_once = sessions.get_history_at_once
 
     def counted(request, key):
@@ -278,6 +279,12 @@ def test_a_common_restore_goes_past_the_operation(session_with_history, api_key,
         return answer
 
     monkeypatch.setattr(sessions, "get_history_at_once", counted)
+    return taken
+
+
+def test_a_common_restore_goes_past_the_operation(session_with_history, api_key, monkeypatch):
+    """The lane's restore answers without django-ninja's operation, the same answer."""
+    taken = restores_past_the_operation(monkeypatch)
     for query in ("", "?max_messages=3", "?max_messages=3&max_tokens=40", "?max_messages=x"):
         _same(*_both(api_key, "get", SESSION + "/history" + query, None, {}))
     assert taken == [True, True, True, False]
@@ -289,7 +296,6 @@ def test_a_restore_past_the_operation_uses_the_apis_own_authentication(
     """get_history_at_once authenticates with the API's configured ApiKeyAuth (that
     instance), and leaves the request to the operation when the API is configured with
     any other authentication."""
-    from memoryapp.api import sessions
     from memoryapp.api.api import api as ninja_api
     from memoryapp.api.auth import ApiKeyAuth
 
@@ -299,15 +305,7 @@ def test_a_restore_past_the_operation_uses_the_apis_own_authentication(
     monkeypatch.setattr(
         configured, "authenticate", lambda r, t: used.append(t) or authenticate(r, t)
     )
-    taken = []
-    at_once = sessions.get_history_at_once
-
-    def counted(request, key):
-        answer = at_once(request, key)
-        taken.append(answer is not None)
-        return answer
-
-    monkeypatch.setattr(sessions, "get_history_at_once", counted)
+    taken = restores_past_the_operation(monkeypatch)
     client = Client()
     headers = {"Authorization": f"Bearer {api_key}"}
     assert client.get(SESSION + "/history", headers=headers).status_code == 200
