@@ -350,6 +350,7 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
     tsquery = joiner.join(words)
     query_from = f"{function}('english'::regconfig, %s) q"
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=12, MaxFragments=2"
+    snippet_params = [options] if filters.snippets else []  # ts_headline's, when written
     parts = []
     if "message" in filters.kinds:
         parts.append(
@@ -360,7 +361,7 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
                 + ", "
                 "s.key AS session, m.seq AS seq, m.role AS role, NULL AS status, "
                 "m.created_at AS at, m.seq AS message_seq",
-                [options] if filters.snippets else [],
+                snippet_params,
                 f"FROM core_message m JOIN core_session s ON s.id = m.session_id, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, m.content) @@ q "
                 "AND s.agent_id = %s AND s.expires_at > %s",
@@ -376,7 +377,7 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
                 + ", "
                 "s.key AS session, f.step AS seq, f.tool AS role, NULL AS status, "
                 "f.updated_at AS at, fm.seq AS message_seq",
-                [options] if filters.snippets else [],
+                snippet_params,
                 "FROM core_finding f JOIN core_session s ON s.id = f.session_id "
                 f"LEFT JOIN core_message fm ON fm.id = f.message_id, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, f.fact || ' ' || f.query) @@ q "
@@ -394,7 +395,7 @@ def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> l
                 + ", "
                 "NULL AS session, NULL AS seq, mem.memory_type AS role, mem.status AS status, "
                 "mem.updated_at AS at, NULL AS message_seq",
-                [options] if filters.snippets else [],
+                snippet_params,
                 f"FROM core_memory mem, {query_from} "
                 "WHERE to_tsvector('english'::regconfig, mem.content) @@ q "
                 "AND mem.agent_id = %s" + memory_sql,
