@@ -7,15 +7,18 @@ Redis doing the extraction of every turn.
 
 1. One client, sessions of 20 and 2,000 stored messages of real-size text: append one
    two-message turn (the peer through its own client's `append_messages_to_working_memory`,
-   memoryapp with `POST /turns`) and restore the whole history (the peer's
-   `get_working_memory`, memoryapp's `GET /history` with limits that keep everything),
+   memoryapp through its own, agents.client's `AsyncMemoryClient.append_turn`: `POST
+   /turns`) and restore the whole history (the peer's `get_working_memory`, memoryapp's
+   `history`: `GET /history` with limits that keep everything),
    interleaved A B A B so that drift hits both, after 5 untimed rounds and once both
    sides are idle (neither still working off the fill). memoryapp's
    default pruned restore (the agent's 100 messages) is timed too, and memoryapp's
    floor: its cheapest authenticated request (`GET /agent`: the key's lookup, one row),
    each right after the peer's restore as memoryapp's restore is timed. Prints p50 per
    operation, the ratio, and the floor beside a third of the peer's figures (what a
-   ratio of 3 would need).
+   ratio of 3 would need). Then memoryapp's append and restore again through a bare
+   `httpx.AsyncClient` (httpx's own transport; how runs 1–51 measured memoryapp), on a
+   session of its own growing as the first, each call right after the peer's restore.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
    memoryapp, the peer again, each run once both servers (and memoryapp's worker) are
    idle again, so that neither side's leftover work lands in the other's run. Prints
@@ -103,15 +106,18 @@ def stop_peer() -> None:
 
 class Sides:
     """Both systems' clients: the peer through agent-memory-client, memoryapp through
-    plain HTTP with its key."""
+    agents.client (and a bare httpx client for its fill and the comparison)."""
 
     def __init__(self, peer_url: str, base_url: str, api_key: str, connections: int):
         from agent_memory_client import MemoryAPIClient, MemoryClientConfig
 
+        from agents.client import AsyncMemoryClient
+
         self.peer = MemoryAPIClient(
             MemoryClientConfig(base_url=peer_url, default_namespace="bench", timeout=120)
         )
-        self.mem = httpx.AsyncClient(
+        self.mem = AsyncMemoryClient(base_url, api_key, timeout=120, retries=0)
+        self.http = httpx.AsyncClient(
             base_url=base_url + "/api/v1",
             headers={"Authorization": f"Bearer {api_key}"},
             timeout=120,
@@ -121,6 +127,7 @@ class Sides:
     async def close(self) -> None:
         await self.peer.close()
         await self.mem.aclose()
+        await self.http.aclose()
 
     async def fill_peer(self, sid: str, n: int) -> None:
         from agent_memory_client.models import MemoryMessage, WorkingMemory
@@ -135,7 +142,7 @@ class Sides:
     async def fill_mem(self, sid: str, n: int) -> None:
         batch = messages(n, sid)
         for start in range(0, n, 200):
-            answer = await self.mem.post(
+            answer = await self.http.post(
                 f"/sessions/{sid}/turns", json={"messages": batch[start : start + 200]}
             )
             answer.raise_for_status()
@@ -148,7 +155,10 @@ class Sides:
         )
 
     async def append_mem(self, sid: str, turn: list[dict]) -> None:
-        answer = await self.mem.post(f"/sessions/{sid}/turns", json={"messages": turn})
+        await self.mem.append_turn(sid, turn)
+
+    async def append_http(self, sid: str, turn: list[dict]) -> None:
+        answer = await self.http.post(f"/sessions/{sid}/turns", json={"messages": turn})
         answer.raise_for_status()
 
     async def restore_peer(self, sid: str) -> int:
@@ -156,13 +166,14 @@ class Sides:
         return len(memory.messages)
 
     async def floor_mem(self) -> None:
-        answer = await self.mem.get("/agent")
-        answer.raise_for_status()
+        await self.mem.agent()
 
-    async def restore_mem(self, sid: str, params: dict | None = None) -> int:
-        answer = await self.mem.get(
-            f"/sessions/{sid}/history", params=WHOLE if params is None else params
-        )
+    async def restore_mem(self, sid: str, limits: dict | None = None) -> int:
+        history = await self.mem.history(sid, **(WHOLE if limits is None else limits))
+        return len(history["messages"])
+
+    async def restore_http(self, sid: str) -> int:
+        answer = await self.http.get(f"/sessions/{sid}/history", params=WHOLE)
         answer.raise_for_status()
         return len(answer.json()["messages"])
 
@@ -177,9 +188,10 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
     rows = []
     turn = messages(2, "new")
     for n in sizes:
-        sp, sm = f"peer-{run}-{n}", f"mem-{run}-{n}"
+        sp, sm, sh = f"peer-{run}-{n}", f"mem-{run}-{n}", f"http-{run}-{n}"
         await sides.fill_peer(sp, n)
         await sides.fill_mem(sm, n)
+        await sides.fill_mem(sh, n)
         times: dict[str, list[float]] = {
             "peer append": [],
             "mem append": [],
@@ -187,6 +199,8 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             "mem restore": [],
             "mem pruned": [],
             "mem floor": [],
+            "http append": [],
+            "http restore": [],
         }
         returned = {}
         # Untimed first rounds: both servers' threads open their connections and warm up.
@@ -196,6 +210,8 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             await sides.restore_peer(sp)
             await sides.restore_mem(sm)
             await sides.restore_mem(sm, {})
+            await sides.append_http(sh, turn)
+            await sides.restore_http(sh)
         # Timed from idle: neither side still working off the fill (memoryapp's worker
         # extracts the fill's turns of 200 messages and rolls their summary).
         await settle()
@@ -215,6 +231,14 @@ async def one_client(sides: Sides, sizes: list[int], reps: int, run: str) -> lis
             await sides.restore_peer(sp)
             seconds, _ = await timed(sides.floor_mem())
             times["mem floor"].append(seconds)
+        # memoryapp through a bare httpx client, on its own session growing as `sm` did.
+        for _ in range(reps):
+            await sides.restore_peer(sp)
+            seconds, _ = await timed(sides.append_http(sh, turn))
+            times["http append"].append(seconds)
+            await sides.restore_peer(sp)
+            seconds, returned["http"] = await timed(sides.restore_http(sh))
+            times["http restore"].append(seconds)
         p50 = {op: statistics.median(values) * 1000 for op, values in times.items()}
         rows.append({"size": n, "p50": p50, "returned": returned})
     return rows
@@ -306,6 +330,21 @@ async def compare(args, base_url: str, api_key: str) -> None:
             print(
                 f"| {row['size']:,} | {p['mem floor']:.1f} | {p['peer append'] / 3:.1f} | "
                 f"{p['peer restore'] / 3:.1f} |"
+            )
+        print()
+        print(
+            "memoryapp through a bare httpx.AsyncClient (httpx's own transport, as runs 1-51 "
+            "measured it), each call after the peer's restore:"
+        )
+        print()
+        print("| stored messages | append p50 ms | peer / it | restore p50 ms | peer / it |")
+        print("|---:|---:|---:|---:|---:|")
+        for row in rows:
+            p = row["p50"]
+            print(
+                f"| {row['size']:,} | {p['http append']:.1f} | "
+                f"{p['peer append'] / p['http append']:.2f} | {p['http restore']:.1f} | "
+                f"{p['peer restore'] / p['http restore']:.2f} |"
             )
         for row in rows:
             got = row["returned"]
