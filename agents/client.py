@@ -21,7 +21,9 @@ Transport: to a plain `http://` server with no proxy configured in the environme
 client sends its requests straight through agents.transport (h11 over a socket, a pool
 of kept-alive connections), which costs a fraction of httpx's own client and transport
 in the client's CPU; to `https://`, through a proxy, or with a `transport=` given, through
-httpx's client as usual. The requests, answers and errors are the same either way.
+httpx's client as usual. The requests, answers, errors and httpx's log lines are the same
+either way (the clients return answers' bodies, never httpx's responses, so what only a
+response carries, such as its `elapsed`, is not missed).
 
 Retries (`retries`, default 2, with exponential backoff and jitter): a request that never
 reached the server (connection refused, connect timeout) and a 429 (refused before any
@@ -34,6 +36,7 @@ stores a retried turn once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 import uuid
@@ -530,6 +533,30 @@ def _sends_itself(base_url: str) -> bool:
     return base_url.startswith("http://") and not ({"http", "all"} & set(getproxies()))
 
 
+def _own_request(http: httpx.Client | httpx.AsyncClient, call: Call) -> httpx.Request:
+    """The request httpx's client would send for `call` (refused, as httpx refuses it,
+    once the client is closed)."""
+    if http.is_closed:
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+    return http.build_request(
+        call.method, call.path, params=call.params, json=call.json, headers=call.headers
+    )
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+
+
+def _log(response: httpx.Response) -> None:
+    """The line httpx's client logs for each request (level INFO, logger "httpx")."""
+    if _HTTPX_LOG.isEnabledFor(logging.INFO):
+        request = response.request
+        _HTTPX_LOG.info(
+            'HTTP Request: %s %s "%s %d %s"',
+            request.method, request.url, response.http_version, response.status_code,
+            response.reason_phrase,
+        )  # fmt: skip
+
+
 # --- the synchronous client ------------------------------------------------------------------
 
 
@@ -587,9 +614,7 @@ class MemoryClient(_Operations):
         """`call` sent straight through the client's own transport: the request httpx's
         client would build, without its layers around the transport (authentication
         flows, redirects, hooks, cookies: the client uses none)."""
-        request = self._http.build_request(
-            call.method, call.path, params=call.params, json=call.json, headers=call.headers
-        )
+        request = _own_request(self._http, call)
         assert self._own is not None
         response = self._own.handle_request(request)
         response.request = request
@@ -597,6 +622,7 @@ class MemoryClient(_Operations):
             response.read()
         finally:
             response.close()
+        _log(response)
         return response
 
     # Every page, following cursors.
@@ -680,9 +706,7 @@ class AsyncMemoryClient(_Operations):
 
     async def _own_send(self, call: Call) -> httpx.Response:
         """As MemoryClient._own_send."""
-        request = self._http.build_request(
-            call.method, call.path, params=call.params, json=call.json, headers=call.headers
-        )
+        request = _own_request(self._http, call)
         assert self._own is not None
         response = await self._own.handle_async_request(request)
         response.request = request
@@ -690,6 +714,7 @@ class AsyncMemoryClient(_Operations):
             await response.aread()
         finally:
             await response.aclose()
+        _log(response)
         return response
 
     async def _every(self, fetch: Callable[[str | None], Any]) -> AsyncIterator[JSON]:

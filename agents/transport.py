@@ -9,9 +9,12 @@ of the client's CPU per request (README, *Benchmarks*). They keep httpx's contra
 same exceptions (`httpx.ConnectError`, `ReadTimeout`, `RemoteProtocolError`, ...), the
 four timeouts (connect, read, write, and pool: how long to wait for a free connection),
 a pool of kept-alive connections (`max_connections` open at most, `max_keepalive` idle
-ones kept, each for `keepalive_expiry` seconds), bodies streamed both ways. What they do
-not do they hand to httpx's own transport: https, and any scheme but http. A proxy is the
-client's to choose (agents.client uses httpx's own transports when one is configured).
+ones kept, each for `keepalive_expiry` seconds), bodies streamed both ways, an answer
+sent before the request's body was read (a 413) returned rather than the write's error.
+What they do not do they hand to httpx's own transport: https, and any scheme but http.
+A proxy is the client's to choose (agents.client uses httpx's own transports when one is
+configured). Once closed, a transport refuses new requests (RuntimeError) and closes each
+connection given back.
 """
 
 from __future__ import annotations
@@ -22,14 +25,17 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import h11
 import httpx
 
 READ_SIZE = 64 * 1024
+# The async transport stops reading from a connection while this much has arrived unread.
+READ_AHEAD = 256 * 1024
 
 Origin = tuple[bytes, int]
+CLOSED = "the transport has been closed"
 
 
 def _origin(url: httpx.URL) -> Origin:
@@ -59,14 +65,57 @@ def _response(head: h11.Response, stream: httpx.SyncByteStream | httpx.AsyncByte
         head.status_code,
         headers=head.headers.raw_items(),
         stream=stream,
-        extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        extensions={"http_version": b"HTTP/" + head.http_version, "reason_phrase": head.reason},
     )
 
 
-def _unexpected(event: object, request: httpx.Request) -> httpx.RemoteProtocolError:
-    return httpx.RemoteProtocolError(
+def _the_head(event: object, request: httpx.Request) -> h11.Response | None:
+    """The answer's head, None for an informational answer (1xx) before it; anything else
+    is the server's fault."""
+    if isinstance(event, h11.Response):
+        return event
+    if isinstance(event, h11.InformationalResponse):
+        return None
+    raise httpx.RemoteProtocolError(
         f"unexpected {type(event).__name__} before a response", request=request
     )
+
+
+def _no_answer(request: httpx.Request) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(
+        "Server disconnected without sending a response.", request=request
+    )
+
+
+def _read_failed(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """httpx's error for what reading the answer raised (TimeoutError, h11's protocol
+    error, OSError)."""
+    if isinstance(exc, TimeoutError):
+        return httpx.ReadTimeout("waiting for the response", request=request)
+    if isinstance(exc, h11.RemoteProtocolError):
+        return httpx.RemoteProtocolError(str(exc), request=request)
+    return httpx.ReadError(str(exc) or repr(exc), request=request)
+
+
+def _write_failed(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """httpx's error for what sending the request raised (TimeoutError, OSError, h11's
+    refusal of the request)."""
+    if isinstance(exc, TimeoutError):
+        return httpx.WriteTimeout("sending the request", request=request)
+    if isinstance(exc, h11.LocalProtocolError):
+        return httpx.LocalProtocolError(str(exc), request=request)
+    return httpx.WriteError(str(exc) or repr(exc), request=request)
+
+
+def _connect_failed(exc: OSError, origin: Origin, request: httpx.Request) -> httpx.TransportError:
+    if isinstance(exc, TimeoutError):
+        host = origin[0].decode("ascii")
+        return httpx.ConnectTimeout(f"connecting to {host}:{origin[1]}", request=request)
+    return httpx.ConnectError(str(exc) or repr(exc), request=request)
+
+
+READ_ERRORS = (TimeoutError, h11.RemoteProtocolError, OSError)
+WRITE_ERRORS = (TimeoutError, h11.LocalProtocolError, OSError)
 
 
 def _ends_cleanly(state: h11.Connection) -> bool:
@@ -90,11 +139,12 @@ class _Pool:
         self.keepalive_expiry = keepalive_expiry
         self.idle: deque = deque()
         self.open = 0
+        self.closed = False
 
-    def take(self, origin: Origin, usable) -> tuple[object | None, list]:
-        """The most recently used idle connection to `origin` that `usable` accepts;
-        spent ones (expired, closed by the server, or not `usable`) are returned to be
-        closed, as the second item."""
+    def take(self, origin: Origin, usable: Callable) -> tuple[object | None, list]:
+        """The most recently used idle connection to `origin` that `usable` accepts, and
+        the spent ones found on the way (expired, or not `usable`), taken out to be
+        closed."""
         now = time.monotonic()
         spent = []
         found = None
@@ -109,14 +159,47 @@ class _Pool:
             self.idle.remove(found)
         return found, spent
 
-    def keep(self, connection) -> list:
-        """Keep `connection` idle; the idle ones beyond max_keepalive, to be closed."""
+    def give_back(self, connection, ended: bool) -> list:
+        """A response has been read (or abandoned): its connection kept idle when its
+        exchange ended cleanly (and the transport is open). The connections to close, not
+        yet counted out: this one otherwise, the idle ones beyond max_keepalive."""
+        if not (ended and not self.closed and _ends_cleanly(connection.h11)):
+            return [connection]
         connection.idle_since = time.monotonic()
         self.idle.append(connection)
         extra = []
         while len(self.idle) > self.max_keepalive:
             extra.append(self.idle.popleft())
         return extra
+
+
+class _Body:
+    """A response's body as it arrives; closing it gives its connection back."""
+
+    def __init__(self, transport, connection, request: httpx.Request, timeout: float | None):
+        self._transport = transport
+        self._connection = connection
+        self._request = request
+        self._timeout = timeout
+        self._ended = False
+        self._closed = False
+
+    def _bytes(self, event: object) -> bytes | None:
+        """The bytes of one of the body's events; None at its end."""
+        if isinstance(event, h11.Data):
+            return bytes(event.data)
+        if isinstance(event, h11.EndOfMessage):
+            self._ended = True
+            return None
+        if isinstance(event, h11.ConnectionClosed):
+            raise httpx.RemoteProtocolError(
+                "the server closed the connection mid-response", request=self._request
+            )
+        # h11.PAUSED: the connection switched protocols (CONNECT, Upgrade), which this
+        # transport does not carry.
+        raise httpx.RemoteProtocolError(
+            f"unexpected {event!r} in a response's body", request=self._request
+        )
 
 
 # --- the synchronous transport ----------------------------------------------------------------
@@ -162,11 +245,10 @@ class H11Transport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme != "http":
-            if self._fallback is None:
-                self._fallback = httpx.HTTPTransport()
-            return self._fallback.handle_request(request)
+            return self._other().handle_request(request)
         timeouts = request.extensions.get("timeout", {})
         connection = self._connection(request, timeouts.get("pool"), timeouts.get("connect"))
+        read_timeout = timeouts.get("read")
         try:
             try:
                 self._send(connection, request, timeouts.get("write"))
@@ -174,26 +256,34 @@ class H11Transport(httpx.BaseTransport):
                 # The server may have answered and closed before reading the whole body
                 # (a 413): its answer, when there is one, says more than the write's error.
                 try:
-                    head = self._head(connection, request, timeouts.get("read"))
+                    head = self._head(connection, request, read_timeout)
                 except httpx.TransportError:
                     raise unsent from None
             else:
-                head = self._head(connection, request, timeouts.get("read"))
+                head = self._head(connection, request, read_timeout)
         except BaseException:
             self._release(connection, False)
             raise
-        return _response(head, _SocketBody(self, connection, request, timeouts.get("read")))
+        return _response(head, _SocketBody(self, connection, request, read_timeout))
 
     def close(self) -> None:
         with self._changed:
+            self._pool.closed = True
             idle = list(self._pool.idle)
             self._pool.idle.clear()
             self._pool.open -= len(idle)
             self._changed.notify_all()
+            fallback = self._fallback
         for connection in idle:
             connection.sock.close()
-        if self._fallback is not None:
-            self._fallback.close()
+        if fallback is not None:
+            fallback.close()
+
+    def _other(self) -> httpx.BaseTransport:
+        with self._changed:
+            if self._fallback is None:
+                self._fallback = httpx.HTTPTransport()
+            return self._fallback
 
     def _connection(
         self, request: httpx.Request, pool_timeout: float | None, connect_timeout: float | None
@@ -202,6 +292,8 @@ class H11Transport(httpx.BaseTransport):
         deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
         with self._changed:
             while True:
+                if self._pool.closed:
+                    raise RuntimeError(CLOSED)
                 found, spent = self._pool.take(origin, _SocketConnection.quiet)
                 self._pool.open -= len(spent)
                 for connection in spent:
@@ -216,40 +308,31 @@ class H11Transport(httpx.BaseTransport):
                     continue
                 left = None if deadline is None else deadline - time.monotonic()
                 if (left is not None and left <= 0) or not self._changed.wait(left):
+                    # A notify that came as the wait ran out is passed on, not lost.
+                    self._changed.notify()
                     raise httpx.PoolTimeout("no connection freed in time", request=request)
             self._pool.open += 1
-        host = origin[0].decode("ascii")
         try:
-            sock = socket.create_connection((host, origin[1]), timeout=connect_timeout)
+            sock = socket.create_connection(
+                (origin[0].decode("ascii"), origin[1]), timeout=connect_timeout
+            )
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except BaseException as exc:
-            self._closed_one()
-            if isinstance(exc, TimeoutError):
-                raise httpx.ConnectTimeout(
-                    f"connecting to {host}:{origin[1]}", request=request
-                ) from None
+            with self._changed:
+                self._pool.open -= 1
+                self._changed.notify()
             if isinstance(exc, OSError):
-                raise httpx.ConnectError(str(exc) or repr(exc), request=request) from exc
+                raise _connect_failed(exc, origin, request) from exc
             raise
         return _SocketConnection(origin, sock)
 
     def _release(self, connection: _SocketConnection, ended: bool) -> None:
-        """A response has been read (or abandoned): keep its connection for the next
-        request when its exchange ended cleanly, close it otherwise."""
         with self._changed:
-            if ended and _ends_cleanly(connection.h11):
-                closing = self._pool.keep(connection)
-            else:
-                closing = [connection]
+            closing = self._pool.give_back(connection, ended)
             self._pool.open -= len(closing)
             self._changed.notify()
         for spent in closing:
             spent.sock.close()
-
-    def _closed_one(self) -> None:
-        with self._changed:
-            self._pool.open -= 1
-            self._changed.notify()
 
     def _send(
         self, connection: _SocketConnection, request: httpx.Request, timeout: float | None
@@ -266,75 +349,38 @@ class H11Transport(httpx.BaseTransport):
                 if chunk:
                     sock.sendall(state.send(h11.Data(data=chunk)))
             sock.sendall(state.send(h11.EndOfMessage()))
-        except TimeoutError:
-            raise httpx.WriteTimeout("sending the request", request=request) from None
-        except OSError as exc:
-            raise httpx.WriteError(str(exc) or repr(exc), request=request) from exc
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc), request=request) from exc
+        except WRITE_ERRORS as exc:
+            raise _write_failed(exc, request) from exc
 
     def _head(
         self, connection: _SocketConnection, request: httpx.Request, timeout: float | None
     ) -> h11.Response:
-        while True:
-            event = self._event(connection, request, timeout)
-            if isinstance(event, h11.Response):
-                return event
-            if not isinstance(event, h11.InformationalResponse):
-                raise _unexpected(event, request)
+        while (head := _the_head(self._event(connection, request, timeout), request)) is None:
+            pass
+        return head
 
     def _event(
         self, connection: _SocketConnection, request: httpx.Request, timeout: float | None
     ) -> object:
         sock, state = connection.sock, connection.h11
         try:
-            while True:
-                event = state.next_event()
-                if event is not h11.NEED_DATA:
-                    return event
+            while (event := state.next_event()) is h11.NEED_DATA:
                 sock.settimeout(timeout)
                 data = sock.recv(READ_SIZE)
                 if not data and state.their_state is h11.SEND_RESPONSE:
-                    raise httpx.RemoteProtocolError(
-                        "Server disconnected without sending a response.", request=request
-                    )
+                    raise _no_answer(request)
                 state.receive_data(data)
-        except TimeoutError:
-            raise httpx.ReadTimeout("waiting for the response", request=request) from None
-        except h11.RemoteProtocolError as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-        except OSError as exc:
-            raise httpx.ReadError(str(exc) or repr(exc), request=request) from exc
+        except READ_ERRORS as exc:
+            raise _read_failed(exc, request) from exc
+        return event
 
 
-class _SocketBody(httpx.SyncByteStream):
-    """A response's body as it arrives; closing it gives its connection back."""
-
-    def __init__(
-        self,
-        transport: H11Transport,
-        connection: _SocketConnection,
-        request: httpx.Request,
-        timeout: float | None,
-    ) -> None:
-        self._transport = transport
-        self._connection = connection
-        self._request = request
-        self._timeout = timeout
-        self._ended = False
-        self._closed = False
-
+class _SocketBody(_Body, httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         while not self._ended:
             event = self._transport._event(self._connection, self._request, self._timeout)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                self._ended = True
-            elif isinstance(event, h11.ConnectionClosed):
-                raise httpx.RemoteProtocolError(
-                    "the server closed the connection mid-response", request=self._request
-                )
+            if (data := self._bytes(event)) is not None:
+                yield data
 
     def close(self) -> None:
         if not self._closed:
@@ -346,14 +392,16 @@ class _SocketBody(httpx.SyncByteStream):
 
 
 class _Wire(asyncio.Protocol):
-    """One TCP connection's bytes for the async transport: what has arrived, whether the
-    peer closed, and backpressure for writes."""
+    """One TCP connection's bytes for the async transport: what has arrived (reading
+    paused while READ_AHEAD is unread), whether the peer closed, and backpressure for
+    writes."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.closed = False
+        self.reading_paused = False
         self.waiter: asyncio.Future[None] | None = None
         self.writable: asyncio.Future[None] | None = None
 
@@ -362,6 +410,9 @@ class _Wire(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        if len(self.buffer) > READ_AHEAD and not self.reading_paused and self.transport:
+            self.transport.pause_reading()
+            self.reading_paused = True
         self._wake()
 
     def eof_received(self) -> bool:
@@ -396,6 +447,9 @@ class _Wire(asyncio.Protocol):
                 self.waiter = None
         data = bytes(self.buffer)
         self.buffer.clear()
+        if self.reading_paused and self.transport is not None:
+            self.reading_paused = False
+            self.transport.resume_reading()
         return data
 
     async def write(self, data: bytes) -> None:
@@ -407,11 +461,13 @@ class _Wire(asyncio.Protocol):
             if self.closed:
                 raise ConnectionResetError("the connection was closed")
 
-    def close(self) -> None:
+    def close(self, clean: bool = True) -> None:
+        """Close the connection: after what is left to write when `clean` (an idle one
+        has nothing), at once otherwise (an exchange that failed or was abandoned)."""
         if self.transport is not None:
             try:
-                self.transport.close()
-            except RuntimeError:  # its event loop has ended: nothing is left to close
+                self.transport.close() if clean else self.transport.abort()
+            except RuntimeError:  # its event loop has ended: the socket goes with it
                 pass
 
 
@@ -456,27 +512,30 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
             return await self._fallback.handle_async_request(request)
         timeouts = request.extensions.get("timeout", {})
         connection = await self._connection(request, timeouts.get("pool"), timeouts.get("connect"))
+        read_timeout = timeouts.get("read")
         try:
             try:
                 await self._send(connection, request, timeouts.get("write"))
             except httpx.WriteError as unsent:
                 # As H11Transport: an answer sent before the body was read says more.
                 try:
-                    head = await self._head(connection, request, timeouts.get("read"))
+                    head = await self._head(connection, request, read_timeout)
                 except httpx.TransportError:
                     raise unsent from None
             else:
-                head = await self._head(connection, request, timeouts.get("read"))
+                head = await self._head(connection, request, read_timeout)
         except BaseException:
             self._release(connection, False)
             raise
-        return _response(head, _WireBody(self, connection, request, timeouts.get("read")))
+        return _response(head, _WireBody(self, connection, request, read_timeout))
 
     async def aclose(self) -> None:
+        self._pool.closed = True
         while self._pool.idle:
             self._pool.idle.pop().wire.close()
             self._pool.open -= 1
-        self._wake_all()
+        while self._slots:  # each waiter finds the transport closed
+            self._wake()
         if self._fallback is not None:
             await self._fallback.aclose()
 
@@ -485,6 +544,7 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
     ) -> _WireConnection:
         loop = asyncio.get_running_loop()
         origin = _origin(request.url)
+        deadline = None if pool_timeout is None else loop.time() + pool_timeout
 
         def usable(connection: _WireConnection) -> bool:
             wire = connection.wire
@@ -497,6 +557,8 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
             )
 
         while True:
+            if self._pool.closed:
+                raise RuntimeError(CLOSED)
             found, spent = self._pool.take(origin, usable)
             for connection in spent:
                 connection.wire.close()
@@ -509,41 +571,46 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
                 self._pool.idle.popleft().wire.close()
                 self._pool.open -= 1
                 continue
-            slot = loop.create_future()
-            self._slots.append(slot)
-            try:
-                await _within(slot, pool_timeout)
-            except TimeoutError:
-                raise httpx.PoolTimeout("no connection freed in time", request=request) from None
-            finally:
-                if slot in self._slots:
-                    self._slots.remove(slot)
+            await self._free_slot(loop, deadline, request)
         self._pool.open += 1
-        host = origin[0].decode("ascii")
         try:
             _, wire = await _within(
-                loop.create_connection(lambda: _Wire(loop), host, origin[1]), connect_timeout
+                loop.create_connection(lambda: _Wire(loop), origin[0].decode("ascii"), origin[1]),
+                connect_timeout,
             )
         except BaseException as exc:
             self._pool.open -= 1
             self._wake()
-            if isinstance(exc, TimeoutError):
-                raise httpx.ConnectTimeout(
-                    f"connecting to {host}:{origin[1]}", request=request
-                ) from None
             if isinstance(exc, OSError):
-                raise httpx.ConnectError(str(exc) or repr(exc), request=request) from exc
+                raise _connect_failed(exc, origin, request) from exc
             raise
         return _WireConnection(origin, wire)
 
+    async def _free_slot(
+        self, loop: asyncio.AbstractEventLoop, deadline: float | None, request: httpx.Request
+    ) -> None:
+        """Wait until a connection is given back or closed (PoolTimeout at `deadline`)."""
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:
+            raise httpx.PoolTimeout("no connection freed in time", request=request)
+        slot = loop.create_future()
+        self._slots.append(slot)
+        try:
+            await _within(slot, left)
+        except BaseException as exc:
+            if slot.done() and not slot.cancelled():
+                self._wake()  # woken, but not going on: the next waiter may
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout("no connection freed in time", request=request) from None
+            raise
+        finally:
+            if slot in self._slots:
+                self._slots.remove(slot)
+
     def _release(self, connection: _WireConnection, ended: bool) -> None:
-        """As H11Transport._release."""
-        if ended and not connection.wire.closed and _ends_cleanly(connection.h11):
-            closing = self._pool.keep(connection)
-        else:
-            closing = [connection]
+        closing = self._pool.give_back(connection, ended and not connection.wire.closed)
         for spent in closing:
-            spent.wire.close()
+            spent.wire.close(clean=spent is not connection)
         self._pool.open -= len(closing)
         self._wake()
 
@@ -554,10 +621,6 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
             if not slot.done():
                 slot.set_result(None)
                 return
-
-    def _wake_all(self) -> None:
-        while self._slots:
-            self._wake()
 
     async def _send(
         self, connection: _WireConnection, request: httpx.Request, timeout: float | None
@@ -573,74 +636,38 @@ class AsyncH11Transport(httpx.AsyncBaseTransport):
                 if chunk:
                     await _within(wire.write(state.send(h11.Data(data=chunk))), timeout)
             await _within(wire.write(state.send(h11.EndOfMessage())), timeout)
-        except TimeoutError:
-            raise httpx.WriteTimeout("sending the request", request=request) from None
-        except OSError as exc:
-            raise httpx.WriteError(str(exc) or repr(exc), request=request) from exc
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc), request=request) from exc
+        except WRITE_ERRORS as exc:
+            raise _write_failed(exc, request) from exc
 
     async def _head(
         self, connection: _WireConnection, request: httpx.Request, timeout: float | None
     ) -> h11.Response:
         while True:
-            event = await self._event(connection, request, timeout)
-            if isinstance(event, h11.Response):
-                return event
-            if not isinstance(event, h11.InformationalResponse):
-                raise _unexpected(event, request)
+            head = _the_head(await self._event(connection, request, timeout), request)
+            if head is not None:
+                return head
 
     async def _event(
         self, connection: _WireConnection, request: httpx.Request, timeout: float | None
     ) -> object:
         wire, state = connection.wire, connection.h11
         try:
-            while True:
-                event = state.next_event()
-                if event is not h11.NEED_DATA:
-                    return event
+            while (event := state.next_event()) is h11.NEED_DATA:
                 data = await _within(wire.read(), timeout)
                 if not data and state.their_state is h11.SEND_RESPONSE:
-                    raise httpx.RemoteProtocolError(
-                        "Server disconnected without sending a response.", request=request
-                    )
+                    raise _no_answer(request)
                 state.receive_data(data)
-        except TimeoutError:
-            raise httpx.ReadTimeout("waiting for the response", request=request) from None
-        except h11.RemoteProtocolError as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-        except OSError as exc:
-            raise httpx.ReadError(str(exc) or repr(exc), request=request) from exc
+        except READ_ERRORS as exc:
+            raise _read_failed(exc, request) from exc
+        return event
 
 
-class _WireBody(httpx.AsyncByteStream):
-    """A response's body as it arrives; closing it gives its connection back."""
-
-    def __init__(
-        self,
-        transport: AsyncH11Transport,
-        connection: _WireConnection,
-        request: httpx.Request,
-        timeout: float | None,
-    ) -> None:
-        self._transport = transport
-        self._connection = connection
-        self._request = request
-        self._timeout = timeout
-        self._ended = False
-        self._closed = False
-
+class _WireBody(_Body, httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while not self._ended:
             event = await self._transport._event(self._connection, self._request, self._timeout)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                self._ended = True
-            elif isinstance(event, h11.ConnectionClosed):
-                raise httpx.RemoteProtocolError(
-                    "the server closed the connection mid-response", request=self._request
-                )
+            if (data := self._bytes(event)) is not None:
+                yield data
 
     async def aclose(self) -> None:
         if not self._closed:

@@ -4,6 +4,7 @@ of its transports and on httpx's own (the contract it keeps), sync and async."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ import h11
 import httpx
 import pytest
 
+from agents import transport as transport_module
 from agents.client import AsyncMemoryClient, MemoryClient, Unreachable
 from agents.transport import AsyncH11Transport, H11Transport
 
@@ -58,7 +60,10 @@ class Server:
                 while True:
                     event = state.next_event()
                     if event is h11.NEED_DATA:
-                        data = sock.recv(65536)
+                        try:
+                            data = sock.recv(65536)
+                        except OSError:  # the client dropped the connection
+                            return
                         if not data:
                             return
                         state.receive_data(data)
@@ -154,11 +159,43 @@ def test_a_connection_the_server_closed_is_not_used_again(kind, serve):
 
 @pytest.mark.parametrize("kind", SYNC)
 def test_connection_close_is_honoured(kind, serve):
-    server = serve(always(ok(b"{}", ("Connection", "close")), CLOSE))
+    # The server says it will close but keeps the socket open: the client must not reuse it.
+    server = serve(always(ok(b"{}", ("Connection", "close"))))
     with httpx.Client(transport=kind(), timeout=TIMEOUT) as client:
         client.get(server.url + "/")
         client.get(server.url + "/")
     assert server.accepted == 2
+
+
+HEAD_200 = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"  # a HEAD's answer: no body
+NO_CONTENT = b"HTTP/1.1 204 No Content\r\n\r\n"
+NOT_MODIFIED = b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n"
+CONTINUE_FIRST = b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"{}")
+
+
+@pytest.mark.parametrize("kind", SYNC)
+@pytest.mark.parametrize(
+    ("method", "answer", "body"),
+    [
+        ("HEAD", HEAD_200, b""),
+        ("GET", NO_CONTENT, b""),
+        ("GET", NOT_MODIFIED, b""),
+        ("GET", CONTINUE_FIRST, b"{}"),
+    ],
+)
+def test_answers_without_a_body_and_informational_ones(kind, method, answer, body, serve):
+    server = serve(always(answer))
+    with httpx.Client(transport=kind(), timeout=TIMEOUT) as client:
+        for _ in range(2):
+            assert client.request(method, server.url + "/").content == body
+    assert server.accepted == 1  # each ended cleanly: the connection carried the next
+
+
+@pytest.mark.parametrize("kind", SYNC)
+def test_an_http_1_0_answer_ends_with_the_connection(kind, serve):
+    server = serve(always(b"HTTP/1.0 200 OK\r\n\r\nuntil the end", CLOSE))
+    answer = get(kind(), server.url + "/")
+    assert answer.text == "until the end" and answer.http_version == "HTTP/1.0"
 
 
 @pytest.mark.parametrize("kind", SYNC)
@@ -277,6 +314,73 @@ def test_threads_share_one_transport(serve):
         thread.join()
     client.close()
     assert answers == [200] * 120 and server.accepted <= 3
+
+
+def test_a_switched_protocol_is_refused_not_spun_on(serve):
+    # After a 2xx to CONNECT, h11 hands the connection over (PAUSED): the body's reader
+    # must say so, not loop without reading.
+    server = serve(always(b"HTTP/1.1 200 Connection established\r\n\r\n", HANG))
+    transport = H11Transport()
+    answer = transport.handle_request(httpx.Request("CONNECT", server.url + "/"))
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            answer.read()
+        except BaseException as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(2.0)
+    assert not reader.is_alive() and isinstance(outcome[0], httpx.RemoteProtocolError)
+
+
+def test_a_closed_transport_refuses_and_closes_what_comes_back(serve):
+    server = serve(always(ok()))
+    transport = H11Transport()
+    answer = transport.handle_request(httpx.Request("GET", server.url + "/"))
+    transport.close()  # while that request's answer is still being read
+    answer.read()
+    answer.close()
+    assert transport._pool.open == 0 and not transport._pool.idle
+    with pytest.raises(RuntimeError):
+        transport.handle_request(httpx.Request("GET", server.url + "/"))
+
+
+def test_a_notify_that_comes_as_a_wait_times_out_is_passed_on(serve):
+    # Thread A's wait for a free connection runs out while the lock is held, and the
+    # connection given back then notifies A, which is already giving up: B, waiting
+    # without a timeout, must be woken instead of waiting forever.
+    server = serve(always(ok()))
+    transport = H11Transport(max_connections=1)
+    url = server.url + "/"
+    held = transport.handle_request(httpx.Request("GET", url))
+    outcome: dict[str, str] = {}
+
+    def ask(name: str, pool: float | None) -> None:
+        request = httpx.Request("GET", url, extensions={"timeout": {"pool": pool}})
+        try:
+            answer = transport.handle_request(request)
+            answer.read()
+            answer.close()
+            outcome[name] = "answered"
+        except httpx.PoolTimeout:
+            outcome[name] = "PoolTimeout"
+
+    a = threading.Thread(target=ask, args=("A", 0.2))
+    a.start()
+    time.sleep(0.05)
+    b = threading.Thread(target=ask, args=("B", None), daemon=True)
+    b.start()
+    time.sleep(0.05)
+    with transport._changed:
+        time.sleep(0.3)  # A's wait runs out meanwhile
+        held.read()
+        held.close()  # notifies one waiter: A, as it happens
+    a.join()
+    b.join(2.0)
+    assert outcome == {"A": "PoolTimeout", "B": "answered"}
 
 
 def test_other_schemes_go_to_the_fallback():
@@ -431,6 +535,90 @@ def test_async_a_connection_of_an_ended_loop_is_not_reused(serve):
     assert server.accepted == 2
 
 
+def test_async_a_woken_waiter_cancelled_passes_its_turn_on(serve):
+    server = serve(always(ok()))
+    transport = AsyncH11Transport(max_connections=1)
+    url = server.url + "/"
+
+    async def run() -> int:
+        held = await transport.handle_async_request(httpx.Request("GET", url))
+        first = asyncio.create_task(transport.handle_async_request(httpx.Request("GET", url)))
+        second = asyncio.create_task(transport.handle_async_request(httpx.Request("GET", url)))
+        await asyncio.sleep(0.05)  # both wait for the one connection
+        await held.aread()
+        await held.aclose()  # wakes the first...
+        first.cancel()  # ...which is cancelled before it runs
+        answer = await asyncio.wait_for(second, 2.0)
+        await answer.aread()
+        await answer.aclose()
+        return answer.status_code
+
+    assert asyncio.run(run()) == 200
+
+
+def test_async_a_failed_exchange_closes_its_socket_at_once(serve, monkeypatch):
+    # A server that never reads: each POST's write times out with megabytes unsent, and
+    # its connection must go at once, not wait to flush them (each would stay open,
+    # uncounted by the pool).
+    server = serve(always(b"", HANG), read_body=False)
+    transport = AsyncH11Transport(max_connections=1)
+    timeouts = {"timeout": {"write": 0.2, "connect": 2.0, "read": 0.2, "pool": 2.0}}
+    opened: list[asyncio.Transport] = []
+    made = transport_module._Wire.connection_made
+
+    def connection_made(wire, carrier):
+        opened.append(carrier)
+        made(wire, carrier)
+
+    monkeypatch.setattr(transport_module._Wire, "connection_made", connection_made)
+
+    async def run() -> list[int]:
+        for _ in range(3):
+            request = httpx.Request("POST", server.url + "/", content=b"x" * 20_000_000)
+            request.extensions = timeouts
+            with pytest.raises((httpx.WriteTimeout, httpx.ReadTimeout)):
+                await transport.handle_async_request(request)
+        await asyncio.sleep(0.1)
+        return [carrier.get_extra_info("socket").fileno() for carrier in opened]
+
+    assert asyncio.run(run()) == [-1, -1, -1] and transport._pool.open == 0
+
+
+def test_async_unasked_bytes_connection_close_and_expiry(serve):
+    # (httpx's own async transport reads the unasked bytes as the next answer.)
+    unasked = serve(always(ok() + b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlies"))
+    closing = serve(always(ok(b"{}", ("Connection", "close"))))
+    kept = serve(always(ok()))
+
+    async def run() -> None:
+        transport = AsyncH11Transport(keepalive_expiry=0.1)
+        async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+            for server in (unasked, closing, kept):
+                await client.get(server.url + "/")
+                await asyncio.sleep(0.2 if server is kept else 0.05)
+                assert (await client.get(server.url + "/")).status_code == 200
+
+    asyncio.run(run())
+    assert (unasked.accepted, closing.accepted, kept.accepted) == (2, 2, 2)  # kept: expired
+
+
+def test_the_clients_refuse_to_send_once_closed(serve):
+    server = serve(always(ok()))
+    client = MemoryClient(server.url, "k")
+    client.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        client.agent()
+
+    async def run() -> None:
+        client = AsyncMemoryClient(server.url, "k")
+        await client.aclose()
+        await client.agent()
+
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(run())
+    assert server.accepted == 0
+
+
 def test_async_other_schemes_go_to_the_fallback():
     fallback = httpx.MockTransport(lambda request: httpx.Response(204))
     answer = asyncio.run(aget(AsyncH11Transport(fallback=fallback), "https://example.invalid/"))
@@ -453,7 +641,10 @@ def test_the_clients_send_through_it_to_plain_http_only(monkeypatch):
     assert AsyncMemoryClient("http://memory", "k")._own is None
 
 
-def test_the_client_sends_and_retries_through_it(serve):
+def test_the_client_sends_and_retries_through_it(serve, monkeypatch, caplog):
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    caplog.set_level(logging.INFO, logger="httpx")
     # A GET is retried after the server closed without answering; the retry's answer
     # comes back as the client's result, with the key and the query sent.
     server = serve(
@@ -465,6 +656,8 @@ def test_the_client_sends_and_retries_through_it(serve):
         assert client.history("s", max_messages=5) == {"a": 1}
     request = server.requests[-1][0]
     assert request.target == b"/api/v1/sessions/s/history?max_messages=5"
+    # httpx's own log line for the request, as its client writes it
+    assert "GET http://127.0.0.1" in caplog.text and '"HTTP/1.1 200 OK"' in caplog.text
     assert dict(request.headers)[b"authorization"] == b"Bearer secret"
     with socket.create_server(("127.0.0.1", 0)) as unused:
         port = unused.getsockname()[1]
