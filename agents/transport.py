@@ -143,16 +143,21 @@ class _Pool:
 
     def take(self, origin: Origin, usable: Callable) -> tuple[object | None, list]:
         """The most recently used idle connection to `origin` that `usable` accepts, and
-        the spent ones found on the way (expired, or not `usable`), taken out to be
-        closed."""
+        the spent ones found on the way (expired, or `origin`'s that `usable` refused),
+        taken out to be closed. `usable` is asked only of the candidates, newest first
+        (the sync transport's asks the socket: one system call each); another origin's
+        idle connection goes when it expires, is a candidate, or gives its place."""
         now = time.monotonic()
         spent = []
         found = None
         for connection in reversed(self.idle):
-            if now - connection.idle_since >= self.keepalive_expiry or not usable(connection):
+            if now - connection.idle_since >= self.keepalive_expiry:
                 spent.append(connection)
             elif found is None and connection.origin == origin:
-                found = connection
+                if usable(connection):
+                    found = connection
+                else:
+                    spent.append(connection)
         for connection in spent:
             self.idle.remove(connection)
         if found is not None:

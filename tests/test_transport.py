@@ -110,6 +110,12 @@ ASYNC = [AsyncH11Transport, httpx.AsyncHTTPTransport]
 TIMEOUT = httpx.Timeout(2.0, read=0.3)
 
 
+def unused_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (a connection to it is refused)."""
+    with socket.create_server(("127.0.0.1", 0)) as unused:
+        return unused.getsockname()[1]
+
+
 def get(transport: httpx.BaseTransport, url: str, **options) -> httpx.Response:
     with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
         return client.get(url, **options)
@@ -239,8 +245,7 @@ def test_an_answer_cut_short(kind, serve):
 
 @pytest.mark.parametrize("kind", SYNC)
 def test_a_refused_connection_is_a_connect_error(kind):
-    with socket.create_server(("127.0.0.1", 0)) as unused:
-        port = unused.getsockname()[1]
+    port = unused_port()
     with pytest.raises(httpx.ConnectError):
         get(kind(), f"http://127.0.0.1:{port}/")
 
@@ -475,8 +480,7 @@ def test_async_an_early_answer_beats_the_unsent_body(serve):
 
 @pytest.mark.parametrize("kind", ASYNC)
 def test_async_refused_connection(kind):
-    with socket.create_server(("127.0.0.1", 0)) as unused:
-        port = unused.getsockname()[1]
+    port = unused_port()
     with pytest.raises(httpx.ConnectError):
         asyncio.run(aget(kind(), f"http://127.0.0.1:{port}/"))
 
@@ -659,8 +663,7 @@ def test_the_client_sends_and_retries_through_it(serve, monkeypatch, caplog):
     # httpx's own log line for the request, as its client writes it
     assert "GET http://127.0.0.1" in caplog.text and '"HTTP/1.1 200 OK"' in caplog.text
     assert dict(request.headers)[b"authorization"] == b"Bearer secret"
-    with socket.create_server(("127.0.0.1", 0)) as unused:
-        port = unused.getsockname()[1]
+    port = unused_port()
     with MemoryClient(f"http://127.0.0.1:{port}", "k", retries=0) as client:
         with pytest.raises(Unreachable):
             client.agent()
