@@ -201,6 +201,11 @@ MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "6000/60")
 MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "12000/60")
 MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = env_limit("MEMORYAPP_RATE_LIMIT_AUTH_FAILURES", "30/300")
 MEMORYAPP_LOGIN_FAILURES = env_limit("MEMORYAPP_LOGIN_FAILURES", "5/900")
+# With the key's and the address's limits off, a request's only question to Redis is
+# whether its address is locked out for wrong keys; a process that found it not locked
+# asks again after this many milliseconds (at once after a wrong key of its own), so a
+# lockout counted by another process reaches it within that time. 0: on every request.
+MEMORYAPP_LOCKOUT_RECHECK_MS = env_int("MEMORYAPP_LOCKOUT_RECHECK_MS", 1000, minimum=0)
 # Counters live in the cache: Redis when REDIS_URL is set (shared by every process),
 # else this process's memory (the embedded setup is one process).
 CACHES = {

@@ -326,3 +326,107 @@ def test_a_key_authenticated_outside_the_middleware_is_still_counted(agent, sett
         assert ApiKeyAuth().authenticate(rf.get("/mcp"), raw) is not None
     with pytest.raises(RateLimited):
         ApiKeyAuth().authenticate(rf.get("/mcp"), raw)
+
+
+class _Clock:
+    """time for ratelimit with a monotonic clock the test moves (time.time is real)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def _lockout_only(settings, monkeypatch) -> tuple[list, _Clock]:
+    """The key's and the address's limits off (as bench/common.py runs the server): a
+    request's only question to Redis is its address's lockout. The round trips made,
+    and the clock the rechecks go by."""
+    settings.MEMORYAPP_RATE_LIMIT_KEY = "off"
+    settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "off"
+    settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = "2/300"
+    settings.MEMORYAPP_LOCKOUT_RECHECK_MS = 1000
+    counters = ratelimit._counters()
+    trips: list = []
+    real = counters.start_read_and_count
+
+    def counting(*args):
+        trips.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(counters, "start_read_and_count", counting)
+    clock = _Clock()
+    monkeypatch.setattr(ratelimit, "time", clock)
+    return trips, clock
+
+
+@needs_redis
+def test_a_lockout_not_there_is_asked_of_redis_again_only_after_a_moment(
+    api, settings, monkeypatch
+):
+    """With nothing to count, the lockout's read found the address not locked stands for
+    MEMORYAPP_LOCKOUT_RECHECK_MS in this process (about 0.3 ms of every request after an
+    agent's pause was that round trip): a lockout counted by another process reaches
+    this one within that time."""
+    from django.core.cache import cache
+
+    trips, clock = _lockout_only(settings, monkeypatch)
+    for _ in range(3):
+        assert api.get(f"{BASE}/sessions").status_code == 200
+    assert len(trips) == 1
+    # Another process counts the address's wrong keys up to the lockout.
+    name = ratelimit._name("auth-failure", "127.0.0.1", ratelimit.Limit(2, 300), time.time())
+    cache.set(name, 2, timeout=301)
+    clock.now += 0.9
+    assert api.get(f"{BASE}/sessions").status_code == 200  # not asked yet
+    clock.now += 0.2
+    refused = api.get(f"{BASE}/sessions")
+    assert refused.status_code == 429 and "wrong API key" in refused.json()["detail"]
+    assert len(trips) == 2
+    # A locked address is asked every time (its answer is not kept).
+    assert api.get(f"{BASE}/sessions").status_code == 429
+    assert len(trips) == 3
+
+
+@needs_redis
+def test_this_processs_own_wrong_keys_lock_the_address_out_at_once(api, settings, monkeypatch):
+    trips, clock = _lockout_only(settings, monkeypatch)
+    assert api.get(f"{BASE}/sessions").status_code == 200
+    wrong = ApiClient(Client(), "mk_wrong")
+    assert [wrong.get(f"{BASE}/sessions").status_code for _ in range(3)] == [401, 401, 429]
+    refused = api.get(f"{BASE}/sessions")  # no time has passed: counted here, asked again
+    assert refused.status_code == 429 and "wrong API key" in refused.json()["detail"]
+
+
+@needs_redis
+@pytest.mark.parametrize("limits", ["recheck off", "address limit", "key limit"])
+def test_a_request_that_counts_or_with_rechecks_off_asks_redis_every_time(
+    api, settings, monkeypatch, limits
+):
+    trips, clock = _lockout_only(settings, monkeypatch)
+    if limits == "recheck off":
+        settings.MEMORYAPP_LOCKOUT_RECHECK_MS = 0
+    elif limits == "address limit":
+        settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
+    else:
+        settings.MEMORYAPP_RATE_LIMIT_KEY = "100/60"
+    for _ in range(3):
+        assert api.get(f"{BASE}/sessions").status_code == 200
+    assert len(trips) == 3
+
+
+def test_in_process_memory_the_lockout_is_read_on_every_request(api, settings, monkeypatch):
+    """Without Redis the counters are this process's memory, read at no round trip's
+    cost: a lockout counted there is seen by the very next request."""
+    from django.core.cache import cache
+
+    if ratelimit.one_round_trip():
+        pytest.skip("the embedded setup's counters: run without REDIS_URL")
+    _, clock = _lockout_only(settings, monkeypatch)
+    assert api.get(f"{BASE}/sessions").status_code == 200
+    name = ratelimit._name("auth-failure", "127.0.0.1", ratelimit.Limit(2, 300), time.time())
+    cache.set(name, 2, timeout=301)
+    assert api.get(f"{BASE}/sessions").status_code == 429
