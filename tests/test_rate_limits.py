@@ -430,3 +430,58 @@ def test_in_process_memory_the_lockout_is_read_on_every_request(api, settings, m
     name = ratelimit._name("auth-failure", "127.0.0.1", ratelimit.Limit(2, 300), time.time())
     cache.set(name, 2, timeout=301)
     assert api.get(f"{BASE}/sessions").status_code == 429
+
+
+def _read_before_answer(counters, monkeypatch) -> None:
+    """The next lockout read runs in Redis at once, but its answer is read later: as when
+    a thread's read reaches Redis before another thread's count and the process sees the
+    answer after that count."""
+    real = counters.start_read_and_count
+
+    def early(read, counted):
+        answer = real(read, counted)()
+        monkeypatch.setattr(counters, "start_read_and_count", real)
+        return lambda: answer
+
+    monkeypatch.setattr(counters, "start_read_and_count", early)
+
+
+AUTH = ("auth-failure", ratelimit.Limit(2, 300))
+NO_LIMIT = ratelimit.Limit(0, 60)
+
+
+def _locked(who: str) -> bool:
+    pending = ratelimit.start_hit_and_check("address", who, NO_LIMIT, check=AUTH)
+    return pending.answer()[0] is not None
+
+
+@needs_redis
+def test_a_lockout_read_answered_after_a_wrong_key_counted_here_is_not_kept(settings, monkeypatch):
+    """Thread A's read reaches Redis before thread B counts the address's last wrong key,
+    and A reads its answer (not locked) after B's count: A must not keep that answer, or
+    the address would go unchecked here for MEMORYAPP_LOCKOUT_RECHECK_MS."""
+    _lockout_only(settings, monkeypatch)
+    who = f"10.9.{os.getpid() % 250}.1"
+    ratelimit.hit(*AUTH[:1], who, AUTH[1])  # one wrong key of two
+    _read_before_answer(ratelimit._counters(), monkeypatch)
+    a = ratelimit.start_hit_and_check("address", who, NO_LIMIT, check=AUTH)
+    ratelimit.hit(*AUTH[:1], who, AUTH[1])  # B: the second, the lockout
+    assert a.answer()[0] is None  # A read before it
+    assert _locked(who)
+
+
+@needs_redis
+def test_a_lockout_read_answered_while_a_count_is_in_flight_is_not_kept(settings, monkeypatch):
+    """B's count is sent, A's read runs before it in Redis and is answered before B's:
+    the answer A keeps is forgotten when B's count is answered."""
+    _lockout_only(settings, monkeypatch)
+    who = f"10.8.{os.getpid() % 250}.1"
+    ratelimit.hit(*AUTH[:1], who, AUTH[1])
+    b = ratelimit.start_hit_and_check(*AUTH[:1], who, AUTH[1])
+    counters = ratelimit._counters()
+    real = counters.start_read_and_count
+    monkeypatch.setattr(counters, "start_read_and_count", lambda read, counted: lambda: (1, []))
+    assert not _locked(who)  # A: read in Redis before B's count
+    monkeypatch.setattr(counters, "start_read_and_count", real)
+    assert b.answer()[1] is None  # B: the second wrong key, within the limit of 2
+    assert _locked(who)

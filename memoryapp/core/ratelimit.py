@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,8 +68,31 @@ def reset_cache_backoff() -> None:
 # after this process counts that counter (a wrong key from the address), and at the
 # next window (a counter's name names its window). A lockout counted by another process
 # reaches this one within that time. Bounded: emptied when full.
+# A read sent before this process counts (in another thread) must not write its answer
+# after that count: every count moves _counts_seen, before it is sent and once it is
+# answered, and a read writes its answer only when _counts_seen is still what it was
+# when the read was sent (both under _quiet_lock).
 _quiet: dict[str, float] = {}
 _QUIET_LIMIT = 10_000
+_quiet_lock = threading.Lock()
+_counts_seen = 0
+
+
+def _forget_quiet(names: list[str]) -> None:
+    global _counts_seen
+    with _quiet_lock:
+        _counts_seen += 1
+        for name in names:
+            _quiet.pop(name, None)
+
+
+def _remember_quiet(name: str, seen: int, until: float) -> None:
+    with _quiet_lock:
+        if seen != _counts_seen:
+            return
+        if len(_quiet) >= _QUIET_LIMIT:
+            _quiet.clear()
+        _quiet[name] = until
 
 
 @dataclass(frozen=True)
@@ -160,11 +184,13 @@ def start_hit_and_check(
     ]
     if (read is None and not counted) or _cache_backoff.waiting():
         return Pending.known(_NOTHING)
-    for name, *_ in counted:
-        _quiet.pop(name, None)
+    counted_names = [name for name, *_ in counted]
+    if counted_names:
+        _forget_quiet(counted_names)
     # Only a read (nothing counted) may be answered by this process's earlier one.
     recheck = settings.MEMORYAPP_LOCKOUT_RECHECK_MS / 1000 if not counted else 0
-    if recheck > 0 and _quiet.get(read[0], 0.0) > time.monotonic():
+    sent_at, seen = time.monotonic(), _counts_seen
+    if recheck > 0 and _quiet.get(read[0], 0.0) > sent_at:
         return Pending.known(_NOTHING)
     try:
         store = _counters()
@@ -179,13 +205,14 @@ def start_hit_and_check(
         except Exception as exc:
             _failed(exc)
             return _NOTHING
+        finally:
+            if counted_names:
+                _forget_quiet(counted_names)
         refused_by = None
         if read is not None and read_value >= read[1]:
             refused_by = max(1, _window(check[1], now)[1])
         elif recheck > 0 and isinstance(store, _RedisCounters):
-            if len(_quiet) >= _QUIET_LIMIT:
-                _quiet.clear()
-            _quiet[read[0]] = time.monotonic() + recheck
+            _remember_quiet(read[0], seen, sent_at + recheck)
         overs: list[int | None] = []
         for _, _, lim, _ in wanted:
             over = None
