@@ -44,6 +44,10 @@ def psycopgs(sql: str) -> tuple[str, tuple[str, ...] | None]:
         ("SELECT 5 %% 2, %(n)s", "SELECT 5 % 2, $1", ("n",), 1),
         ("SELECT 1", "SELECT 1", None, 0),
         ("SELECT '100%%'", "SELECT '100%'", None, 0),
+        # A % with nothing after it on its line is not a placeholder (psycopg's reading).
+        ("SELECT 7 %", "SELECT 7 %", None, 0),
+        ("SELECT 7 %\n 2, %s", "SELECT 7 %\n 2, $1", None, 1),
+        ("SELECT %(a\nb)s", "SELECT $1", ("a\nb",), 1),
     ],
 )
 def test_placeholders_are_written_as_postgresqls_own(sql, native, names, count):
@@ -51,7 +55,11 @@ def test_placeholders_are_written_as_postgresqls_own(sql, native, names, count):
     assert psycopgs(sql) == (native, names)
 
 
-@pytest.mark.parametrize("sql", ["SELECT %(a)s, %s", "SELECT %s, %(a)s", "SELECT %d", "SELECT %(a"])
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT %(a)s, %s", "SELECT %s, %(a)s", "SELECT %d", "SELECT %(a", "SELECT %()s"]
+    + ["SELECT % 2"],
+)
 def test_placeholders_psycopg_refuses_are_refused(sql):
     with pytest.raises(psycopg.ProgrammingError):
         rows.native_placeholders.__wrapped__(sql)
@@ -59,10 +67,10 @@ def test_placeholders_psycopg_refuses_are_refused(sql):
         psycopgs(sql)
 
 
-@pytest.mark.parametrize("sql", ["SELECT %b", "SELECT %t", "SELECT 1 %"])
+@pytest.mark.parametrize("sql", ["SELECT %b", "SELECT %t", "SELECT %(a)b"])
 def test_placeholders_no_fixed_statement_uses_are_refused(sql):
     """psycopg's binary and text formats (the raw cursor sends every parameter in the
-    format psycopg picks), and a lone percent sign (PostgreSQL's modulo is written %%)."""
+    format psycopg picks)."""
     with pytest.raises(psycopg.ProgrammingError):
         rows.native_placeholders.__wrapped__(sql)
 
@@ -127,6 +135,9 @@ def test_parameters_that_do_not_fit_a_statement_are_refused_clearly(db):
         ("SELECT %s::int + %s::int", [1]),  # too few
         ("SELECT %s::int", [1, 2]),  # too many
         ("SELECT %(a)s::int", [1]),  # a sequence for names
+        ("SELECT %s::text", {"a": "x"}),  # a mapping for %s
+        ("SELECT %s::text", "x"),  # a string is not a sequence of parameters
+        ("SELECT %s::text", 5),
     ]:
         with pytest.raises(ProgrammingError), rows.binding_cursor() as cursor:
             cursor.execute(sql, params)
@@ -134,3 +145,21 @@ def test_parameters_that_do_not_fit_a_statement_are_refused_clearly(db):
     with rows.binding_cursor() as cursor:
         cursor.execute("SELECT %(a)s::int", {"a": 5})
         assert cursor.fetchone() == (5,)
+
+
+@needs_postgresql
+def test_executemany_takes_djangos_placeholders_too(db):
+    """Django's wrapper calls executemany with its placeholders, as execute."""
+    with rows.binding_cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE native_many (a int, b text)")
+        cursor.executemany("INSERT INTO native_many VALUES (%s, %s)", [(1, "x"), (2, "y%")])
+        cursor.executemany(
+            "INSERT INTO native_many VALUES (%(a)s, %(b)s || '%%')", [{"a": 3, "b": "z"}]
+        )
+        cursor.execute("SELECT a, b FROM native_many ORDER BY a")
+        assert cursor.fetchall() == [(1, "x"), (2, "y%"), (3, "z%")]
+        with pytest.raises(ProgrammingError):
+            cursor.executemany("INSERT INTO native_many VALUES (%s, %s)", [(4,)])
+        cursor.execute("SELECT count(*) FROM native_many")
+        assert cursor.fetchone() == (3,)
+        cursor.execute("DROP TABLE native_many")

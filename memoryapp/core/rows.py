@@ -21,7 +21,7 @@ import re
 import select
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -193,8 +193,10 @@ def preparing() -> bool:
     return connection.settings_dict["CONN_MAX_AGE"] != 0
 
 
-# Django's placeholders: %(name)s, %s, and %% for a percent sign.
-_PLACEHOLDER = re.compile(r"%(?:\((?P<name>[^)]*)\))?(?P<format>.?)")
+# Django's placeholders: %(name)s, %s, and %% for a percent sign. Read as psycopg reads
+# them: a % and the character after it (a % at the very end or before a line break is
+# left as it is), a name of at least one character.
+_PLACEHOLDER = re.compile(r"%(?:\((?P<name>[^)]+)\))?(?P<format>.)")
 
 
 @functools.lru_cache(maxsize=256)
@@ -243,19 +245,34 @@ class _Bound:
         self._cursor = cursor
         self._prepare = prepare
 
+    @staticmethod
+    def _in_order(params: Any, names: tuple[str, ...] | None, count: int) -> list:
+        """The parameters as a list in the order of $1, $2, …: a mapping for names, a
+        sequence (not a string) for %s."""
+        if names:
+            if not isinstance(params, Mapping):
+                raise psycopg.ProgrammingError("a statement with %(name)s needs a mapping")
+            try:
+                return [params[name] for name in names]
+            except KeyError as exc:
+                raise psycopg.ProgrammingError(f"no parameter for %({exc.args[0]})s") from exc
+        if isinstance(params, (Mapping, str, bytes)) or not isinstance(params, Sequence):
+            raise psycopg.ProgrammingError("a statement with %s needs a sequence of parameters")
+        if len(params) != count:
+            raise psycopg.ProgrammingError(
+                f"the statement has {count} placeholders but {len(params)} parameters"
+            )
+        return list(params)
+
+    def executemany(self, sql: str, params_seq: Any) -> Any:
+        sql, names, count = native_placeholders(sql)
+        rows = [self._in_order(params, names, count) for params in params_seq]
+        return self._cursor.executemany(sql, rows)
+
     def execute(self, sql: str, params: Any = None) -> Any:
         if params is not None:
             sql, names, count = native_placeholders(sql)
-            try:
-                params = [params[name] for name in names] if names else list(params)
-            except (KeyError, TypeError) as exc:
-                raise psycopg.ProgrammingError(
-                    f"a statement's parameters do not fit it: {exc}"
-                ) from exc
-            if len(params) != count:
-                raise psycopg.ProgrammingError(
-                    f"the statement has {count} placeholders but {len(params)} parameters"
-                )
+            params = self._in_order(params, names, count)
         if not self._prepare:
             return self._cursor.execute(sql, params)
         raw_connection = self._cursor.connection
