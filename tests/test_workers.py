@@ -114,6 +114,58 @@ def test_running_a_job_twice_changes_nothing(api, django_capture_on_commit_callb
 
 
 @pytest.mark.django_db
+def test_a_turn_without_tool_calls_is_extracted_in_few_statements(
+    api, django_capture_on_commit_callbacks
+):
+    """Most turns have no tool calls: their query is not made (the job's lock reads
+    whether there are any), and the job marked done with the session's evidence tally is
+    one statement on PostgreSQL (two elsewhere). What they write is what the ORM wrote."""
+    from django.test.utils import CaptureQueriesContext
+
+    with django_capture_on_commit_callbacks(execute=False):
+        api.post(BASE + "/sessions/s1/turns", {"messages": [
+            {"role": "user", "content": "Fix the failing test in tests/test_parser.py."},
+            {"role": "assistant", "content": "Reading tests/test_parser.py first."}]})  # fmt: skip
+    job = ExtractionJob.objects.get()
+    with CaptureQueriesContext(connection) as queries:
+        assert workers.run_extraction(job.pk) == "done"
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert not [s for s in statements if 'FROM "core_toolcall"' in s]
+    # (on PostgreSQL a fixed statement is logged as QUERY = '…' - PARAMS = …)
+    texts = [s.removeprefix("QUERY = ").lstrip("'\"") for s in statements]
+    writes = [s for s in texts if s.startswith(("UPDATE", "WITH"))]
+    assert len(writes) == (1 if connection.vendor == "postgresql" else 2)
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.last_error) == ("done", 1, "")
+    assert job.finished_at is not None and job.context_items_set == 1
+    session = Session.objects.get(key="s1")
+    assert session.evidence["turns"] == [1]
+    item = ContextItem.objects.get(session=session)
+    assert (item.key, item.value) == (
+        "current_task",
+        "Fix the failing test in tests/test_parser.py.",
+    )
+    # Run again (the broker delivered it twice): counted as an attempt, nothing else.
+    ExtractionJob.objects.filter(pk=job.pk).update(status="queued")
+    assert workers.run_extraction(job.pk) == "done"
+    job.refresh_from_db()
+    assert job.attempts == 2 and Session.objects.get(key="s1").evidence == session.evidence
+
+
+@pytest.mark.django_db
+def test_a_turn_with_tool_calls_still_reads_them(api, django_capture_on_commit_callbacks):
+    from django.test.utils import CaptureQueriesContext
+
+    with django_capture_on_commit_callbacks(execute=False):
+        api.post(BASE + "/sessions/s1/turns", real_turn())
+    job = ExtractionJob.objects.get()
+    with CaptureQueriesContext(connection) as queries:
+        assert workers.run_extraction(job.pk) == "done"
+    assert [q for q in queries.captured_queries if 'FROM "core_toolcall"' in q["sql"]]
+    assert Finding.objects.get().tool_call == ToolCall.objects.get()
+
+
+@pytest.mark.django_db
 def test_extraction_never_overrides_people_or_stronger_values(
     api, django_capture_on_commit_callbacks
 ):

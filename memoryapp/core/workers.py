@@ -28,7 +28,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from kombu.exceptions import ChannelError
 
@@ -41,6 +41,7 @@ from memoryapp.core.models import (
     PendingToolOutput,
     Session,
     ToolCall,
+    Turn,
 )
 from memoryapp.lib.backoff import Backoff
 from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
@@ -236,9 +237,7 @@ def run_extraction(job_id: int) -> str:
     """Run one job; answers what happened ("done", "skipped", "missing", "failed")."""
     try:
         with transaction.atomic():
-            job = rows.fetch_one_with(
-                ExtractionJob, "j", "turn", "WHERE j.id = %s", [job_id], lock=True
-            )
+            job, has_calls = _locked_job(job_id)
             if job is None:
                 return "missing"
             if job.status == ExtractionJob.Status.DONE:
@@ -249,13 +248,18 @@ def run_extraction(job_id: int) -> str:
                 Session, "s", "agent", "WHERE s.id = %s", [turn.session_id], lock=True
             )
             turn.session = session
-            job.attempts += 1
             messages = rows.fetch(Message, "m", "WHERE m.turn_id = %s ORDER BY m.seq", [turn.pk])
             cwd = session.cwd
             observations: list = []
 
-            calls = list(
-                ToolCall.objects.filter(turn=turn).select_related("pending_output").order_by("id")
+            calls = (
+                list(
+                    ToolCall.objects.filter(turn=turn)
+                    .select_related("pending_output")
+                    .order_by("id")
+                )
+                if has_calls
+                else []
             )
             sources: list[tuple[ToolCallData, ToolCall | None, Message | None]] = []
             for call in calls:
@@ -311,18 +315,13 @@ def run_extraction(job_id: int) -> str:
                             message.role, message.content, first_prompt=turn.iteration == 1
                         )
                     ]
-            items_set = _apply_evidence(session, turn, messages, observations)
+            items_set, tally = _apply_evidence(session, turn, messages, observations)
 
             # The turn's whole outputs, now findings: read with the calls (none, most often).
             pending = [c.pending_output.pk for c in calls if getattr(c, "pending_output", None)]
             if pending:
                 PendingToolOutput.objects.filter(pk__in=pending).delete()
-            job.status = ExtractionJob.Status.DONE
-            job.findings_added = added
-            job.context_items_set = items_set
-            job.last_error = ""
-            job.finished_at = timezone.now()
-            job.save()
+            _finish(job, session, tally, findings_added=added, context_items_set=items_set)
         # Ahead of the next restore, in the worker; not in the request (embedded), and not
         # with a summarizer model (a call per turn instead of per restore costs money).
         if not settings.CELERY_TASK_ALWAYS_EAGER and not settings.MEMORYAPP_SUMMARIZER_URL:
@@ -338,6 +337,76 @@ def run_extraction(job_id: int) -> str:
             finished_at=timezone.now(),
         )
         return "failed"
+
+
+def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
+    """The job with its turn, its row locked for the transaction (as
+    `select_related("turn").select_for_update(of=("self",))`), and whether the turn has
+    tool calls: most turns have none, and then their query is not made."""
+    job, turn = rows.columns(ExtractionJob, "j"), rows.columns(Turn, "t")
+    sql = (
+        f"SELECT {job.sql}, {turn.sql}, EXISTS (SELECT 1 FROM {ToolCall._meta.db_table} c "
+        f"WHERE c.turn_id = j.turn_id) FROM {ExtractionJob._meta.db_table} j "
+        f"JOIN {Turn._meta.db_table} t ON t.id = j.turn_id WHERE j.id = %s"
+    )
+    if connection.features.has_select_for_update_of:
+        sql += " FOR UPDATE OF j"
+    with rows.fixed_cursor() as cursor:
+        cursor.execute(sql, [job_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, False
+    found = job.instance(row)
+    found.turn = turn.instance(row, len(job))
+    return found, bool(row[-1])
+
+
+def _finish(
+    job: ExtractionJob,
+    session: Session,
+    tally: dict | None,
+    *,
+    findings_added: int,
+    context_items_set: int,
+) -> None:
+    """The job marked done and, when the turn changed it, the session's evidence tally
+    written: one statement on PostgreSQL (what `job.save()` and
+    `Session.objects.filter(pk=…).update(evidence=tally)` wrote, the values adapted by
+    their fields as the ORM adapts them)."""
+    field = ExtractionJob._meta.get_field
+    job.status = ExtractionJob.Status.DONE
+    job.attempts += 1
+    job.findings_added, job.context_items_set = findings_added, context_items_set
+    job.last_error, job.finished_at = "", timezone.now()
+    done = (
+        f"UPDATE {ExtractionJob._meta.db_table} SET status = %s, attempts = %s, "
+        "findings_added = %s, context_items_set = %s, last_error = '', finished_at = %s "
+        "WHERE id = %s"
+    )
+    params = [
+        ExtractionJob.Status.DONE.value,
+        job.attempts,
+        findings_added,
+        context_items_set,
+        field("finished_at").get_db_prep_save(job.finished_at, connection),
+        job.pk,
+    ]
+    evidence = f"UPDATE {Session._meta.db_table} SET evidence = %s WHERE id = %s"
+    evidence_params = (
+        [Session._meta.get_field("evidence").get_db_prep_save(tally, connection), session.pk]
+        if tally is not None
+        else []
+    )
+    with rows.fixed_cursor() as cursor:
+        if tally is None:
+            cursor.execute(done, params)
+        elif connection.vendor == "postgresql":
+            cursor.execute(f"WITH evidence AS ({evidence}) {done}", evidence_params + params)
+        else:
+            cursor.execute(evidence, evidence_params)
+            cursor.execute(done, params)
+    if tally is not None:
+        session.evidence = tally
 
 
 def _summarize_ahead(session: Session) -> None:
@@ -375,14 +444,15 @@ def _record(session, turn, extracted, call, message) -> tuple[Finding, bool]:
     )
 
 
-def _apply_evidence(session, turn, messages, observations) -> int:
+def _apply_evidence(session, turn, messages, observations) -> tuple[int, dict | None]:
     """Fold this turn's observations into the session's tally and set the working-context
-    items it now supports (only those whose value or confidence changed)."""
+    items it now supports (only those whose value or confidence changed). Answers how
+    many were set and the tally to store (None: unchanged)."""
     if not observations and session.evidence is None:
-        return 0
+        return 0, None
     observed = (session.evidence or {}).get("turns") or []
     if turn.iteration in observed:
-        return 0  # a job run again: its evidence is already counted
+        return 0, None  # a job run again: its evidence is already counted
     ref = {"turn": turn.iteration, "seq": messages[-1].seq if messages else turn.last_seq}
     tally = context.observe(session.evidence, observations, ref)
     tally["turns"] = (observed + [turn.iteration])[-OBSERVED_TURNS:]
@@ -403,9 +473,7 @@ def _apply_evidence(session, turn, messages, observations) -> int:
         )
         items_set += applied
     tally["decided"] = {k: [d.value, d.confidence] for k, d in decided.items()}
-    session.evidence = tally
-    Session.objects.filter(pk=session.pk).update(evidence=tally)
-    return items_set
+    return items_set, tally
 
 
 def sweep_extractions(now=None) -> int:
