@@ -153,16 +153,38 @@ def test_a_turn_without_tool_calls_is_extracted_in_few_statements(
 
 
 @pytest.mark.django_db
-def test_a_turn_with_tool_calls_still_reads_them(api, django_capture_on_commit_callbacks):
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_turn_with_tool_calls_still_reads_them_and_writes_each_ones_fact(
+    api, django_capture_on_commit_callbacks, count
+):
+    """Each call gets its kind, fact, success and finding (one statement sent for all of
+    them, not the ORM's bulk update)."""
     from django.test.utils import CaptureQueriesContext
 
+    turn = real_turn()
+    commands = [("pytest -q", "3 passed in 0.1s"), ("ls src", "app.py\nutil.py"),
+                ("git status", "fatal: not a git repository")][:count]  # fmt: skip
+    if count > 1:
+        turn["tool_calls"] = [
+            {"tool": "bash", "query": q, "output": o, "success": not o.startswith("fatal")}
+            for q, o in commands
+        ]
     with django_capture_on_commit_callbacks(execute=False):
-        api.post(BASE + "/sessions/s1/turns", real_turn())
+        api.post(BASE + "/sessions/s1/turns", turn)
     job = ExtractionJob.objects.get()
     with CaptureQueriesContext(connection) as queries:
         assert workers.run_extraction(job.pk) == "done"
-    assert [q for q in queries.captured_queries if 'FROM "core_toolcall"' in q["sql"]]
-    assert Finding.objects.get().tool_call == ToolCall.objects.get()
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert [s for s in statements if 'FROM "core_toolcall"' in s]
+    assert not [s for s in statements if "CASE WHEN" in s]
+    calls = list(ToolCall.objects.order_by("id"))
+    assert len(calls) == count == Finding.objects.count()
+    for call in calls:
+        finding = Finding.objects.get(tool_call=call)
+        assert call.finding == finding and call.fact == finding.fact and call.fact
+        assert (call.kind, call.fact_success) == (finding.kind, finding.success)
+    if count > 1:
+        assert [c.fact_success for c in calls] == [True, True, False]
 
 
 @pytest.mark.django_db

@@ -300,8 +300,7 @@ def run_extraction(job_id: int) -> str:
                 # Each piece of evidence links to the message it was seen in.
                 seq = message.seq if message is not None else None
                 observations += [dataclasses.replace(o, seq=seq) for o in seen]
-            if calls:
-                ToolCall.objects.bulk_update(calls, ["kind", "fact", "fact_success", "finding"])
+            _store_facts(calls)
 
             for message in messages:
                 # A named user message is a tool's output relayed as one (SWE-agent's
@@ -359,6 +358,25 @@ def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
     found = job.instance(row)
     found.turn = turn.instance(row, len(job))
     return found, bool(row[-1])
+
+
+def _store_facts(calls: list[ToolCall]) -> None:
+    """What extraction made of each call (its kind, fact, success and finding) written to
+    the calls: one fixed statement, sent for all of them at once (psycopg's executemany,
+    in a pipeline), where `bulk_update` compiled a CASE per row through the ORM each time
+    (a third of a one-call turn's extraction, in process)."""
+    sql = (
+        f"UPDATE {ToolCall._meta.db_table} SET kind = %s, fact = %s, fact_success = %s, "
+        "finding_id = %s WHERE id = %s"
+    )
+    values = [(c.kind, c.fact, c.fact_success, c.finding_id, c.pk) for c in calls]
+    if not values:
+        return
+    with rows.fixed_cursor() as cursor:
+        if len(values) == 1:  # (a pipeline's own cost is more than it saves for one)
+            cursor.execute(sql, values[0])
+        else:
+            cursor.executemany(sql, values)
 
 
 def _finish(
