@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 from datetime import timedelta
 from io import StringIO
 
@@ -127,8 +128,10 @@ def test_a_turn_without_tool_calls_is_extracted_in_few_statements(
             {"role": "user", "content": "Fix the failing test in tests/test_parser.py."},
             {"role": "assistant", "content": "Reading tests/test_parser.py first."}]})  # fmt: skip
     job = ExtractionJob.objects.get()
+    started = timezone.now()
     with CaptureQueriesContext(connection) as queries:
         assert workers.run_extraction(job.pk) == "done"
+    ended = timezone.now()
     statements = [q["sql"] for q in queries.captured_queries]
     assert not [s for s in statements if 'FROM "core_toolcall"' in s]
     # (on PostgreSQL a fixed statement is logged as QUERY = '…' - PARAMS = …)
@@ -137,7 +140,7 @@ def test_a_turn_without_tool_calls_is_extracted_in_few_statements(
     assert len(writes) == (1 if connection.vendor == "postgresql" else 2)
     job.refresh_from_db()
     assert (job.status, job.attempts, job.last_error) == ("done", 1, "")
-    assert job.finished_at is not None and job.context_items_set == 1
+    assert started <= job.finished_at <= ended and job.context_items_set == 1
     session = Session.objects.get(key="s1")
     assert session.evidence["turns"] == [1]
     item = ContextItem.objects.get(session=session)
@@ -648,3 +651,50 @@ def test_a_worker_keeps_its_database_connection_from_task_to_task():
     connection.close_at = 0  # past its age: replaced at the next task, as at a request
     one_task()
     assert connection.connection is not kept
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="row locks as the production database takes them: run with DATABASE_URL=postgres://…",
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_job_locks_its_session_before_itself_as_the_cleanup_does(api):
+    """The TTL cleanup locks an expired session, then deletes its jobs; a job of that
+    session run meanwhile must wait for the session before it locks itself, or each would
+    hold what the other waits for (PostgreSQL would end one of them as a deadlock,
+    rolling back a whole batch of the cleanup's)."""
+    from django.db import connections
+
+    api.post(BASE + "/sessions/s1/turns", real_turn())
+    job = ExtractionJob.objects.get()
+    ExtractionJob.objects.filter(pk=job.pk).update(status="queued")  # delivered again
+    answers: list = []
+
+    def worker():
+        try:
+            answers.append(workers.run_extraction(job.pk))
+        except Exception as exc:
+            answers.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        Session.objects.select_for_update().get(key="s1")  # the cleanup's first lock
+        thread = threading.Thread(target=worker)
+        thread.start()
+        with connection.cursor() as cursor:
+            for _ in range(100):  # until the worker waits for a lock
+                cursor.execute("SELECT pg_stat_clear_snapshot()")  # (read once a transaction)
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the worker never waited for the session")
+        # The cleanup's next lock, the job's row: free, the worker does not hold it.
+        ExtractionJob.objects.select_for_update(nowait=True).get(pk=job.pk)
+    thread.join(timeout=30)
+    assert answers == ["done"]

@@ -55,8 +55,11 @@ def _fail_open(default: Any) -> Callable:
 
 
 def reset_cache_backoff() -> None:
+    global _counts_seen
     _cache_backoff.reset()
-    _quiet.clear()
+    with _quiet_lock:
+        _counts_seen += 1  # a read in flight keeps nothing it read before the reset
+        _quiet.clear()
 
 
 # Counters this process read from Redis and found below their limit, with the moment

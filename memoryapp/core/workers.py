@@ -237,16 +237,25 @@ def run_extraction(job_id: int) -> str:
     """Run one job; answers what happened ("done", "skipped", "missing", "failed")."""
     try:
         with transaction.atomic():
-            job, has_calls = _locked_job(job_id)
+            # The session's row first, then the job's: the order the TTL cleanup locks
+            # them in (the session, then its jobs as it deletes them), so the two never
+            # wait for each other in a circle. The session's evidence tally is read and
+            # written under that lock.
+            session = rows.fetch_one_with(
+                Session,
+                "s",
+                "agent",
+                f"WHERE s.id = (SELECT session_id FROM {ExtractionJob._meta.db_table} "
+                "WHERE id = %s)",
+                [job_id],
+                lock=True,
+            )
+            job, has_calls = _locked_job(job_id) if session is not None else (None, False)
             if job is None:
                 return "missing"
             if job.status == ExtractionJob.Status.DONE:
                 return "skipped"
             turn = job.turn
-            # The session's evidence tally is read and written under its row lock.
-            session = rows.fetch_one_with(
-                Session, "s", "agent", "WHERE s.id = %s", [turn.session_id], lock=True
-            )
             turn.session = session
             messages = rows.fetch(Message, "m", "WHERE m.turn_id = %s ORDER BY m.seq", [turn.pk])
             cwd = session.cwd
@@ -341,7 +350,10 @@ def run_extraction(job_id: int) -> str:
 def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
     """The job with its turn, its row locked for the transaction (as
     `select_related("turn").select_for_update(of=("self",))`), and whether the turn has
-    tool calls: most turns have none, and then their query is not made."""
+    tool calls: most turns have none, and then their query is not made. That answer is
+    read in the statement's snapshot, not again after a wait for the job's lock: a turn's
+    tool calls are written in the transaction that writes its job (conversation.py, the
+    import), so none can appear after the job is there."""
     job, turn = rows.columns(ExtractionJob, "j"), rows.columns(Turn, "t")
     sql = (
         f"SELECT {job.sql}, {turn.sql}, EXISTS (SELECT 1 FROM {ToolCall._meta.db_table} c "
