@@ -55,11 +55,8 @@ def _fail_open(default: Any) -> Callable:
 
 
 def reset_cache_backoff() -> None:
-    global _counts_seen
     _cache_backoff.reset()
-    with _quiet_lock:
-        _counts_seen += 1  # a read in flight keeps nothing it read before the reset
-        _quiet.clear()
+    _forget_quiet(None)  # a read in flight keeps nothing it read before the reset
 
 
 # Counters this process read from Redis and found below their limit, with the moment
@@ -81,11 +78,14 @@ _quiet_lock = threading.Lock()
 _counts_seen = 0
 
 
-def _forget_quiet(names: list[str]) -> None:
+def _forget_quiet(names: list[str] | None) -> None:
+    """Forget the kept answers of `names` (None: all of them), and move _counts_seen."""
     global _counts_seen
     with _quiet_lock:
         _counts_seen += 1
-        for name in names:
+        if names is None:
+            _quiet.clear()
+        for name in names or ():
             _quiet.pop(name, None)
 
 

@@ -440,18 +440,28 @@ def fetch(model: type[models.Model], alias: str, rest: str, params: list) -> lis
 
 
 def fetch_one_with(
-    model: type[models.Model], alias: str, link: str, where: str, params: list, *, lock=False
+    model: type[models.Model],
+    alias: str,
+    link: str,
+    where: str,
+    params: list,
+    *,
+    lock=False,
+    extra: str | None = None,
 ) -> Any:
     """`model.objects.select_related(link).filter(…).first()` by a fixed statement, `link`
-    a foreign key that is never null (an inner join, as the ORM makes it); with `lock`, as
-    `.select_for_update(of=SELF)`: the row of `model` is locked for the caller's
-    transaction, not the linked one (the ORM too writes nothing on SQLite)."""
+    a foreign key that is never null (an inner join, as the ORM makes it, its table
+    aliased `r`); with `lock`, as `.select_for_update(of=SELF)`: the row of `model` is
+    locked for the caller's transaction, not the linked one (the ORM too writes nothing
+    on SQLite). With `extra`, an SQL expression read in the same row: answers (the
+    instance or None, the expression's value or None) instead."""
     field = model._meta.get_field(link)
     target = field.related_model
     cols, linked = columns(model, alias), columns(target, "r")
     quote = connection.ops.quote_name
     sql = (
-        f"SELECT {cols.sql}, {linked.sql} FROM {model._meta.db_table} {alias} "
+        f"SELECT {cols.sql}, {linked.sql}{f', {extra}' if extra else ''} "
+        f"FROM {model._meta.db_table} {alias} "
         f"JOIN {target._meta.db_table} r ON r.{quote(target._meta.pk.column)} = "
         f"{alias}.{quote(field.column)} {where}"
     )
@@ -461,7 +471,7 @@ def fetch_one_with(
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
-        return None
+        return (None, None) if extra else None
     instance = cols.instance(row)
     setattr(instance, link, linked.instance(row, len(cols)))
-    return instance
+    return (instance, row[-1]) if extra else instance

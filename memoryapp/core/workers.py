@@ -41,7 +41,6 @@ from memoryapp.core.models import (
     PendingToolOutput,
     Session,
     ToolCall,
-    Turn,
 )
 from memoryapp.lib.backoff import Backoff
 from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
@@ -354,22 +353,16 @@ def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
     read in the statement's snapshot, not again after a wait for the job's lock: a turn's
     tool calls are written in the transaction that writes its job (conversation.py, the
     import), so none can appear after the job is there."""
-    job, turn = rows.columns(ExtractionJob, "j"), rows.columns(Turn, "t")
-    sql = (
-        f"SELECT {job.sql}, {turn.sql}, EXISTS (SELECT 1 FROM {ToolCall._meta.db_table} c "
-        f"WHERE c.turn_id = j.turn_id) FROM {ExtractionJob._meta.db_table} j "
-        f"JOIN {Turn._meta.db_table} t ON t.id = j.turn_id WHERE j.id = %s"
+    job, has_calls = rows.fetch_one_with(
+        ExtractionJob,
+        "j",
+        "turn",
+        "WHERE j.id = %s",
+        [job_id],
+        lock=True,
+        extra=f"EXISTS (SELECT 1 FROM {ToolCall._meta.db_table} c WHERE c.turn_id = j.turn_id)",
     )
-    if connection.features.has_select_for_update_of:
-        sql += " FOR UPDATE OF j"
-    with rows.fixed_cursor() as cursor:
-        cursor.execute(sql, [job_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None, False
-    found = job.instance(row)
-    found.turn = turn.instance(row, len(job))
-    return found, bool(row[-1])
+    return job, bool(has_calls)
 
 
 def _store_facts(calls: list[ToolCall]) -> None:
@@ -377,13 +370,13 @@ def _store_facts(calls: list[ToolCall]) -> None:
     the calls: one fixed statement, sent for all of them at once (psycopg's executemany,
     in a pipeline), where `bulk_update` compiled a CASE per row through the ORM each time
     (a third of a one-call turn's extraction, in process)."""
+    if not calls:
+        return
     sql = (
         f"UPDATE {ToolCall._meta.db_table} SET kind = %s, fact = %s, fact_success = %s, "
         "finding_id = %s WHERE id = %s"
     )
     values = [(c.kind, c.fact, c.fact_success, c.finding_id, c.pk) for c in calls]
-    if not values:
-        return
     with rows.fixed_cursor() as cursor:
         if len(values) == 1:  # (a pipeline's own cost is more than it saves for one)
             cursor.execute(sql, values[0])
