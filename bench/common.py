@@ -186,14 +186,10 @@ def start_worker(env: dict) -> subprocess.Popen | None:
     )  # fmt: skip
 
 
-@contextlib.contextmanager
-def production_server(name: str, workers: int, threads: int):
-    """memoryapp as in production, for a benchmark: Django set up as the server runs
-    (server_env) and migrated, an agent named `name-…` with a key, gunicorn with `workers`
-    x `threads` and, with REDIS_URL, one Celery worker. Yields (base URL, API key, where
-    extraction runs); afterwards stops both and deletes the agent and its sessions."""
-    env = server_env()
-    os.environ.update(env)
+def bench_agent(name: str):
+    """Django set up in this process (its environment set by the caller: server_env),
+    the database migrated and vacuumed, and an agent named `name-…` with a key: (the
+    agent, its API key)."""
     import django
 
     django.setup()
@@ -205,6 +201,18 @@ def production_server(name: str, workers: int, threads: int):
     vacuum_analyze()
     agent = Agent.objects.create(name=f"{name}-{secrets.token_hex(4)}")
     _, api_key = ApiKey.issue(agent, name="bench")
+    return agent, api_key
+
+
+@contextlib.contextmanager
+def production_server(name: str, workers: int, threads: int):
+    """memoryapp as in production, for a benchmark: Django set up as the server runs
+    (server_env) and migrated, an agent named `name-…` with a key, gunicorn with `workers`
+    x `threads` and, with REDIS_URL, one Celery worker. Yields (base URL, API key, where
+    extraction runs); afterwards stops both and deletes the agent and its sessions."""
+    env = server_env()
+    os.environ.update(env)
+    agent, api_key = bench_agent(name)
     server, base_url = start_gunicorn(env, workers, threads)
     worker = start_worker(env)
     try:

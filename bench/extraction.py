@@ -31,12 +31,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     TEXTS,
+    bench_agent,
     cpu_check,
     cpu_seconds,
     postgres_url,
     server_env,
     start_worker,
-    vacuum_analyze,
 )
 
 WORKER = ("celery -A memoryapp",)
@@ -91,23 +91,16 @@ def main() -> int:
     env = server_env()
     env["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    agent, key = bench_agent("bench-extraction")
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     from memoryapp import celery_app
     from memoryapp.core import workers
-    from memoryapp.core.models import Agent, ApiKey, ExtractionJob
+    from memoryapp.core.models import ExtractionJob
     from memoryapp.core.tasks import extract_turn
 
-    call_command("migrate", verbosity=0)
-    vacuum_analyze()
-    agent = Agent.objects.create(name=f"bench-extraction-{secrets.token_hex(4)}")
-    _, key = ApiKey.issue(agent, name="bench")
     client = Client()
     headers = {"Authorization": f"Bearer {key}"}
 
