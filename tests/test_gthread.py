@@ -1,0 +1,172 @@
+"""memoryapp.gthread.StayingThreadWorker, the worker gunicorn.conf.py names, serving a
+small WSGI application (tests/gthread_app.py) in a real gunicorn: a thread that answered
+a kept-alive request waits on the connection for the next one, and gives it back to the
+poller whenever another connection needs the thread, the connection's keepalive ends or
+the worker stops. Needs nothing but this repository (no database)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, tmp_path: Path, threads: int, keepalive: int) -> None:
+        self.port = _free_port()
+        self.log_path = tmp_path / "gunicorn.log"
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "tests.gthread_app:app",
+             "--config", "gunicorn.conf.py", "--bind", f"127.0.0.1:{self.port}",
+             "--workers", "1", "--threads", str(threads), "--keep-alive", str(keepalive)],
+            cwd=ROOT, env={**os.environ, "MEMORYAPP_BODY_TIMEOUT_SECONDS": "30"},
+            stdout=self._log, stderr=self._log,
+        )  # fmt: skip
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        pytest.fail("gunicorn did not start: " + self.log_path.read_text())
+
+    def connection(self, timeout: float = 5) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture
+def serve(tmp_path):
+    servers = []
+
+    def start(threads: int = 2, keepalive: int = 10) -> Server:
+        servers.append(Server(tmp_path, threads, keepalive))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def get(connection: http.client.HTTPConnection, path: str) -> str:
+    connection.request("GET", path)
+    answer = connection.getresponse()
+    assert answer.status == 200
+    return answer.read().decode()
+
+
+def staying(server: Server, expected: str) -> str:
+    """/staying ("staying given-back") asked on a new connection until it answers
+    `expected` (a thread enters its wait just after its answer is sent), at most 2 s;
+    the last answer."""
+    for _ in range(100):
+        with_new = server.connection()
+        answer = get(with_new, "/staying")
+        with_new.close()
+        if answer == expected:
+            break
+        time.sleep(0.02)
+    return answer
+
+
+def test_gunicorn_conf_names_the_staying_worker():
+    settings = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    assert settings["worker_class"] == "memoryapp.gthread.StayingThreadWorker"
+
+
+def test_a_kept_alive_connection_is_answered_by_the_thread_that_waits_on_it(serve):
+    server = serve(threads=2)
+    agent = server.connection()
+    first = get(agent, "/")
+    # Its thread now waits on it: the other thread answers this (and may not stay too).
+    assert staying(server, "1 0") == "1 0"
+    # Every later request on the connection, the same thread.
+    assert {get(agent, "/") for _ in range(30)} == {first}
+    sock = agent.sock
+    assert sock is not None
+    # Two requests sent at once (the second read ahead with the first): both answered.
+    sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+    received = b""
+    while received.count(b"HTTP/1.1 200") < 2 or not received.endswith(first.encode()):
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    assert received.count(b"HTTP/1.1 200") == 2
+    agent.close()
+
+
+def test_at_most_all_threads_but_one_stay(serve):
+    server = serve(threads=2)
+    first, second = server.connection(), server.connection()
+    get(first, "/")
+    get(second, "/")
+    # One stays; the other went back to the poller, leaving a thread to answer this
+    # (none was given back for it).
+    assert staying(server, "1 0") == "1 0"
+    # And both connections are still answered.
+    get(first, "/")
+    get(second, "/")
+
+
+def test_a_request_waiting_for_a_thread_takes_a_staying_ones(serve):
+    server = serve(threads=2, keepalive=20)
+    idle = server.connection()
+    get(idle, "/")
+    assert staying(server, "1 0") == "1 0"
+    # The other thread is held until /release is answered: only the staying one can.
+    blocked = server.connection(timeout=30)
+    blocked.request("GET", "/block")
+    time.sleep(0.2)  # (taken by the free thread before /release arrives)
+    release = server.connection(timeout=5)  # far less than the idle one's keepalive
+    assert get(release, "/release") == "ok"
+    answer = blocked.getresponse()
+    assert answer.read() == b"released"
+    release.close()
+    blocked.close()
+    assert staying(server, "0 1") == "0 1"  # the idle connection given back for it
+    # The idle connection, given back to the poller, is still answered.
+    get(idle, "/")
+
+
+def test_a_staying_connection_is_closed_after_its_keepalive(serve):
+    server = serve(threads=2, keepalive=1)
+    agent = server.connection(timeout=10)
+    get(agent, "/")
+    assert agent.sock is not None
+    began = time.monotonic()
+    assert agent.sock.recv(1) == b""  # closed by the server
+    assert time.monotonic() - began < 5
+
+
+def test_a_stopping_worker_gives_its_staying_connection_back(serve):
+    server = serve(threads=2, keepalive=30)
+    agent = server.connection()
+    get(agent, "/")
+    assert staying(server, "1 0") == "1 0"
+    server.process.send_signal(signal.SIGTERM)
+    # Closed within gunicorn's linger for kept-alive connections (2 s), not after the
+    # keepalive of 30 s the thread would otherwise have waited.
+    server.process.wait(timeout=10)
