@@ -191,6 +191,45 @@ def test_a_turn_with_tool_calls_still_reads_them_and_writes_each_ones_fact(
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("prepare", [True, False])
+def test_the_calls_facts_mix_nulls_and_values_in_one_statement(
+    api, django_capture_on_commit_callbacks, settings, prepare
+):
+    """_store_facts sends one statement for every call (executemany): a call whose
+    success is unknown and that has no finding (NULLs) beside calls with both, in either
+    order, each written as given (a prepared statement's parameter types come from its
+    first row); prepared on a kept PostgreSQL connection and not (conn_max_age=0, a
+    pooler: MEMORYAPP_PREPARE_STATEMENTS off takes the same path)."""
+    settings.MEMORYAPP_PREPARE_STATEMENTS = prepare
+    turn = real_turn()
+    turn["tool_calls"] = [
+        {"tool": "bash", "query": f"echo {i}", "output": str(i), "success": True} for i in range(4)
+    ]
+    with django_capture_on_commit_callbacks(execute=False):
+        api.post(BASE + "/sessions/s1/turns", turn)
+    assert workers.run_extraction(ExtractionJob.objects.get().pk) == "done"
+    calls = list(ToolCall.objects.order_by("id"))
+    findings = [c.finding_id for c in calls]
+    assert None not in findings
+    given = [
+        ("shell", "first unknown", None, None),
+        ("shell", "second known", False, findings[1]),
+        ("search", "third unknown", None, None),
+        ("shell", "fourth known", True, findings[3]),
+    ]
+    for repeat in (given, given[::-1]):
+        for call, (kind, fact, success, finding) in zip(calls, repeat, strict=True):
+            call.kind, call.fact, call.fact_success, call.finding_id = kind, fact, success, finding
+        workers._store_facts(calls)
+        stored = list(
+            ToolCall.objects.order_by("id").values_list(
+                "kind", "fact", "fact_success", "finding_id"
+            )
+        )
+        assert stored == repeat
+
+
+@pytest.mark.django_db
 def test_extraction_never_overrides_people_or_stronger_values(
     api, django_capture_on_commit_callbacks
 ):
