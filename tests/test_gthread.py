@@ -78,17 +78,21 @@ def get(connection: http.client.HTTPConnection, path: str) -> str:
     return answer.read().decode()
 
 
-def staying(server: Server, expected: str) -> str:
+def staying(server: Server, expected: str, agent=None) -> str:
     """/staying ("staying given-back") asked on a new connection until it answers
-    `expected` (a thread enters its wait just after its answer is sent), at most 2 s;
-    the last answer."""
-    for _ in range(100):
+    `expected`, at most 2 s; the last answer. A thread enters its wait just after its
+    answer is sent: with `agent` (a connection that should have a thread staying on it),
+    each try asks on it first and waits a little."""
+    for _ in range(40):
+        if agent is not None:
+            get(agent, "/")
+            time.sleep(0.02)
         with_new = server.connection()
         answer = get(with_new, "/staying")
         with_new.close()
         if answer == expected:
             break
-        time.sleep(0.02)
+        time.sleep(0.03)
     return answer
 
 
@@ -102,7 +106,7 @@ def test_a_kept_alive_connection_is_answered_by_the_thread_that_waits_on_it(serv
     agent = server.connection()
     first = get(agent, "/")
     # Its thread now waits on it: the other thread answers this (and may not stay too).
-    assert staying(server, "1 0") == "1 0"
+    assert staying(server, "1 0", agent) == "1 0"
     # Every later request on the connection, the same thread.
     assert {get(agent, "/") for _ in range(30)} == {first}
     sock = agent.sock
@@ -121,11 +125,11 @@ def test_a_kept_alive_connection_is_answered_by_the_thread_that_waits_on_it(serv
 def test_at_most_all_threads_but_one_stay(serve):
     server = serve(threads=2)
     first, second = server.connection(), server.connection()
-    get(first, "/")
     get(second, "/")
+    get(first, "/")
     # One stays; the other went back to the poller, leaving a thread to answer this
     # (none was given back for it).
-    assert staying(server, "1 0") == "1 0"
+    assert staying(server, "1 0", first) == "1 0"
     # And both connections are still answered.
     get(first, "/")
     get(second, "/")
@@ -134,8 +138,7 @@ def test_at_most_all_threads_but_one_stay(serve):
 def test_a_request_waiting_for_a_thread_takes_a_staying_ones(serve):
     server = serve(threads=2, keepalive=20)
     idle = server.connection()
-    get(idle, "/")
-    assert staying(server, "1 0") == "1 0"
+    assert staying(server, "1 0", idle) == "1 0"
     # The other thread is held until /release is answered: only the staying one can.
     blocked = server.connection(timeout=30)
     blocked.request("GET", "/block")
@@ -164,9 +167,69 @@ def test_a_staying_connection_is_closed_after_its_keepalive(serve):
 def test_a_stopping_worker_gives_its_staying_connection_back(serve):
     server = serve(threads=2, keepalive=30)
     agent = server.connection()
-    get(agent, "/")
-    assert staying(server, "1 0") == "1 0"
+    assert staying(server, "1 0", agent) == "1 0"
     server.process.send_signal(signal.SIGTERM)
     # Closed within gunicorn's linger for kept-alive connections (2 s), not after the
     # keepalive of 30 s the thread would otherwise have waited.
     server.process.wait(timeout=10)
+
+
+def test_the_worker_answers_others_while_an_idle_connection_is_closed(serve):
+    """A staying connection whose keepalive ends is closed at once, as the poller closes
+    an idle one: not gracefully on the main thread, which waited up to 2 s for the idle
+    client to close its end, every other connection waiting with it."""
+    server = serve(threads=2, keepalive=1)
+    idle = server.connection(timeout=10)
+    get(idle, "/")  # its client stays idle and never closes
+    assert idle.sock is not None
+    assert idle.sock.recv(1) == b""  # closed by the server after its keepalive
+    began = time.monotonic()
+    other = server.connection(timeout=10)
+    get(other, "/")
+    other.close()
+    assert time.monotonic() - began < 1.0  # (2 s with the graceful close)
+
+
+class _Pool:
+    """A thread pool that takes submissions and runs none (the counters are set by hand)."""
+
+    def submit(self, *args):
+        from concurrent.futures import Future
+
+        return Future()
+
+
+def _worker(threads: int):
+    from types import SimpleNamespace
+
+    from memoryapp.gthread import StayingThreadWorker
+
+    worker = StayingThreadWorker.__new__(StayingThreadWorker)
+    worker.cfg = SimpleNamespace(threads=threads, keepalive=10, is_ssl=False)
+    worker.tpool = _Pool()
+    worker.method_queue = None
+    worker._init_staying()
+    return worker
+
+
+def _wake_ups(worker) -> int:
+    try:
+        return len(os.read(worker._wanted_r, 100))
+    except BlockingIOError:
+        return 0
+
+
+def test_two_requests_submitted_together_wake_a_staying_thread_for_the_one_left():
+    """Three threads: one staying, one answering, one free. Two connections submitted
+    in one go (the main thread dispatches several events at once): the free thread
+    takes one, and a staying thread must give its connection back for the other (it
+    waited for the staying one's keepalive before)."""
+    worker = _worker(threads=3)
+    worker._occupied, worker._staying = 2, 1
+    worker.enqueue_req(object())
+    assert _wake_ups(worker) == 0  # the free thread takes it
+    worker.enqueue_req(object())
+    assert _wake_ups(worker) == 1  # none left: one staying thread asked
+    worker._yielding = 1  # it gives its connection back
+    worker.enqueue_req(object())
+    assert _wake_ups(worker) == 1  # a third: asked again (none of them taken yet)
