@@ -9,8 +9,9 @@ queue. For an agent that appends, then restores, then appends again, that is two
 threads woken and a dozen more system calls per request, run cold after the agent's
 pause. Here the thread that answered waits on the connection (with poll, as gunicorn
 waits for a new connection's first bytes), and answers the next request at once: A/B
-over HTTP, two servers side by side, calls interleaved, with the extraction worker: 0.1-0.6 ms
-less per request back to back and 0.3-0.6 ms less after a pause of 150 ms (README).
+over HTTP, two servers side by side, calls interleaved, with the extraction worker:
+0.1-0.6 ms less per request back to back, 0.3-0.6 ms less after a pause of 150 ms
+(README, *Benchmarks*).
 
 A thread stays only while it leaves work for the others:
 - at most `threads - 1` threads stay, so one is always left for a connection that is
