@@ -96,9 +96,7 @@ class StayingThreadWorker(ThreadWorker):
         with self._lock:
             self._waiting -= 1
             self._occupied += 1
-            # A waiting connection taken: a thread that gave its own back for one has
-            # done so (whichever thread takes it).
-            self._yielding = max(0, self._yielding - 1)
+        yielded = False
         try:
             result = super().handle(conn)
             while result is True and not conn.is_http2:
@@ -112,12 +110,19 @@ class StayingThreadWorker(ThreadWorker):
                         conn.keepalive_ended = True  # (finish_request closes it)
                         return result
                     if outcome != "request":
+                        yielded = outcome == "yielded"
                         return result  # back to the poller, as gthread does
                 result = super().handle(conn)
             return result
         finally:
             with self._lock:
                 self._occupied -= 1
+                # A thread giving its connection back stops counting as one on its
+                # way to the waiting connection only as it frees itself: the two
+                # changes cancel in _unserved, so no submitted connection is counted
+                # served (no wake-up) or unserved (a needless give-back) meanwhile.
+                if yielded:
+                    self._yielding -= 1
 
     def _stay(self, conn) -> str:
         """Wait on `conn` for its next request: "request" when it has bytes to read (or

@@ -233,3 +233,48 @@ def test_two_requests_submitted_together_wake_a_staying_thread_for_the_one_left(
     worker._yielding = 1  # it gives its connection back
     worker.enqueue_req(object())
     assert _wake_ups(worker) == 1  # a third: asked again (none of them taken yet)
+
+
+def test_a_thread_that_gave_its_connection_back_leaves_the_count_as_it_frees_itself(
+    monkeypatch,
+):
+    """Three threads: A staying, B answering, S answering its own connection. S stays
+    on it; a submitted connection C1 asks S to give it back. Once S's thread is free
+    (C1 not yet taken), a second submission C2 has only that thread for two
+    connections, so A must be asked too. (When the count of threads giving back
+    dropped only as a thread took a waiting connection, S still counted as on its
+    way: C2 woke nobody and waited for A's next look, up to STOP_CHECK_SECONDS.)"""
+    import io
+    import socket
+    import threading
+    from types import SimpleNamespace
+
+    from gunicorn.workers.gthread import ThreadWorker
+
+    monkeypatch.setattr(ThreadWorker, "handle", lambda self, conn: True)
+    worker = _worker(threads=3)
+    worker.alive = True
+    worker._occupied, worker._staying = 2, 1  # A staying, B answering
+    ours, clients = socket.socketpair()
+    s_conn = SimpleNamespace(
+        is_http2=False,
+        sock=ours,
+        parser=SimpleNamespace(unreader=SimpleNamespace(buf=io.BytesIO())),
+    )
+    worker.enqueue_req(s_conn)
+    assert _wake_ups(worker) == 0  # the free thread, S, takes it
+    s = threading.Thread(target=worker.handle, args=(s_conn,))
+    s.start()
+    deadline = time.monotonic() + 5
+    while worker._staying < 2 and time.monotonic() < deadline:  # S waits on it
+        time.sleep(0.01)
+    assert worker._staying == 2
+    worker.enqueue_req(object())  # C1: S's byte, which S reads
+    s.join(timeout=5)
+    assert not s.is_alive()
+    assert worker.given_back == 1
+    assert (worker._occupied, worker._staying, worker._waiting) == (2, 1, 1)
+    worker.enqueue_req(object())  # C2
+    assert _wake_ups(worker) == 1  # A asked
+    ours.close()
+    clients.close()
