@@ -76,7 +76,5 @@ class RedactingLogger(Logger):
 
 logger_class = RedactingLogger
 
-# gthread, but a thread that answered a kept-alive request waits on that connection for
-# the next one itself, while it leaves a thread for the others (memoryapp/gthread.py).
-# `--worker-class gthread` on the command line goes back to gunicorn's own.
-worker_class = "memoryapp.gthread.StayingThreadWorker"
+# gunicorn's stock threaded worker: each worker process answers `threads` requests at a time.
+worker_class = "gthread"
