@@ -24,7 +24,7 @@ from ninja.errors import HttpError, ValidationError
 from pydantic import AfterValidator, Field, StrictBool
 
 from memoryapp.ams.schemas import MAX_RECORDS, AmsType
-from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session, session_key
+from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session
 from memoryapp.api.schemas import (
     MAX_INT,
     WHOLE,
@@ -39,6 +39,7 @@ from memoryapp.api.schemas import (
     SessionKey,
     SubtaskStatus,
     check_name,
+    check_session_key,
 )
 from memoryapp.core import export
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
@@ -438,6 +439,21 @@ def export_agent(request: HttpRequest):
     return _streamed(export.stream_agent(agent_of(request)))
 
 
+def _new_key_problem(key: str, document: dict[str, Any]) -> str:
+    """What is wrong with `?session=` for this document ("" if nothing): the session key
+    rule first (a key holding a `/` would make a session no URL reaches), then whether
+    the document is one session's export."""
+    try:
+        check_session_key(key)
+    except ValueError as exc:
+        return str(exc)
+    if document["scope"] != "session":
+        return "a new key is for a session's export; an agent's keeps its sessions' keys"
+    if len(document["sessions"]) != 1:
+        return f"a new key names one session; this document holds {len(document['sessions'])}"
+    return ""
+
+
 @router.post("/import", response={201: ImportOut, **errors(409, 413)})
 def import_export(
     request: HttpRequest,
@@ -454,24 +470,15 @@ def import_export(
     Sessions already expired are not created (`expired` lists them; their memories are
     kept). Turns whose extraction ran are not extracted again."""
     document = payload.model_dump(mode="json", exclude_unset=True)
-    key = None
     if session is not None:
-        key = session_key(session)
-        if document["scope"] != "session":
-            problem = "a new key is for a session's export; an agent's keeps its sessions' keys"
-        elif len(document["sessions"]) != 1:
-            problem = (
-                f"a new key names one session; this document holds {len(document['sessions'])}"
-            )
-        else:
-            problem = ""
+        problem = _new_key_problem(session, document)
         if problem:
             raise ValidationError(
                 [{"type": "value_error", "loc": ["query", "session"], "msg": problem}]
             )
     try:
         result = export.import_document(
-            agent_of(request), document, session_key=key, replace=replace
+            agent_of(request), document, session_key=session, replace=replace
         )
     except export.ImportRefused as exc:
         raise ValidationError(

@@ -328,14 +328,18 @@ class ErrorOut(Output):
 
 def check_name(value: str, what: str) -> str:
     """The one rule for session keys and item names: 1 to 200 characters, not `.` or
-    `..` (a link to them would read as a path segment), and none of the characters that
-    hide or reorder text: control (C0, DEL, C1 such as U+0085), format (U+200B–U+200F,
-    U+2028/U+2029 line and paragraph separators, bidirectional overrides, a BOM), or
-    surrogates. A '/' never reaches here (the URL path converter does not match it)."""
+    `..` (a link to them would read as a path segment), no `/` (no URL path reaches a
+    name holding one: the path converters stop at it, and the dashboard's links to the
+    session fail), and none of the characters that hide or reorder text: control (C0,
+    DEL, C1 such as U+0085), format (U+200B–U+200F, U+2028/U+2029 line and paragraph
+    separators, bidirectional overrides, a BOM), or surrogates. A name in a path never
+    holds a `/`; one in a query parameter or a body may."""
     if not value or len(value) > 200:
         raise ValueError(f"{what} has 1 to 200 characters")
     if value in (".", ".."):
         raise ValueError(f"{what} cannot be '.' or '..'")
+    if "/" in value:
+        raise ValueError(f"{what} must not contain '/' (no URL could name it)")
     for ch in value:
         if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             raise ValueError(
