@@ -115,9 +115,10 @@ def memories(agent: Agent) -> QuerySet[Memory]:
 
 
 def _memoryapp_pk(value: str) -> int | None:
-    """The memory an id of memoryapp's names (`memoryapp-memory-12`), if it is one."""
+    """The memory an id of memoryapp's names (`memoryapp-memory-12`), if it is one.
+    ASCII digits only: `²` and `①` are digits to str.isdigit() and not to int()."""
     digits = value.removeprefix(MEMORY_ID_PREFIX)
-    if digits == value or not digits.isdigit() or int(digits) > MAX_INT:
+    if digits == value or not (digits.isascii() and digits.isdigit()) or int(digits) > MAX_INT:
         return None
     return int(digits)
 

@@ -3,7 +3,9 @@ client (`agent-memory-client`) sends and parses them. Everything it sends is acc
 anything else is a 422 naming the field (an unknown field, a wrong type, text no database
 stores), as on /api/v1. Filters take both spellings of the operators: the client's
 (`eq`, `in_`, `not_eq`, `not_in`; `any`, `all`, `none` for topics and entities) and the
-server's (`eq`, `ne`, `any`, `all`; `gt`, `lt`, `between` for dates)."""
+server's (`eq`, `ne`, `any`, `all`; `gt`, `lt`, `between` for dates). Numbers and
+booleans in a body are strict, as on /api/v1 (`true` is not a TTL, `"yes"` not a
+boolean), but for `context_window_max`, which the client sends as text."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
-from memoryapp.api.schemas import InputSchema, Output, SessionKey, check_name
+from memoryapp.api.middleware import unstorable_at
+from memoryapp.api.schemas import WHOLE, InputSchema, Output, SessionKey, check_name
 from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 
 # Prefixes of the names memoryapp gives what it stores: a working-context item holding
@@ -34,8 +37,21 @@ MAX_DATA_KEYS = 100
 
 AmsType = Literal["episodic", "semantic", "message"]
 Role = Literal["system", "user", "assistant", "tool"]
-Name = Annotated[str, Field(max_length=200)]
-Id = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _storable(value: str) -> str:
+    """Text a database stores (no NUL, no lone surrogate): in a body the parser notes it
+    (api/middleware.py), in a query parameter or a path only this sees it."""
+    found = unstorable_at(value)
+    if found is not None:
+        raise ValueError(found[1])
+    return value
+
+
+# Names and ids, in a body, a query parameter (namespace, user_id, session_id) or a path.
+Name = Annotated[str, Field(max_length=200), AfterValidator(_storable)]
+Id = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_storable)]
+Count = Annotated[int, Field(strict=True, ge=0), WHOLE]
 Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], Field(max_length=100)]
 
 
@@ -120,11 +136,11 @@ class WorkingMemoryIn(InputSchema):
     data: dict[str, Any] | None = None
     context: str | None = None
     user_id: Name | None = None
-    tokens: Annotated[int, Field(ge=0)] = 0
+    tokens: Count = 0
     session_id: SessionKey | None = None
     namespace: Name | None = None
     long_term_memory_strategy: StrategyIn | None = None
-    ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)] | None = None
+    ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS), WHOLE] | None = None
     last_accessed: Timestamp | None = None
     created_at: Timestamp | None = None
     updated_at: Timestamp | None = None
@@ -153,7 +169,7 @@ class WorkingMemoryIn(InputSchema):
 
 class CreateRecordsIn(InputSchema):
     memories: Annotated[list[RecordIn], Field(max_length=MAX_RECORDS)]
-    deduplicate: bool = True
+    deduplicate: StrictBool = True
 
     @field_validator("memories")
     @classmethod
@@ -203,7 +219,7 @@ class DateFilterIn(InputSchema):
     between: Annotated[list[Timestamp], Field(min_length=2, max_length=2)] | None = None
 
 
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Weight = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 
 
 class SearchIn(InputSchema):
@@ -221,16 +237,16 @@ class SearchIn(InputSchema):
     last_accessed: DateFilterIn | None = None
     event_date: DateFilterIn | None = None
     distance_threshold: Weight | None = None
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
-    offset: Annotated[int, Field(ge=0, le=10_000)] = 0
-    recency_boost: bool | None = None
+    limit: Annotated[int, Field(strict=True, ge=1, le=100), WHOLE] = 10
+    offset: Annotated[int, Field(strict=True, ge=0, le=10_000), WHOLE] = 0
+    recency_boost: StrictBool | None = None
     recency_semantic_weight: Weight | None = None
     recency_recency_weight: Weight | None = None
     recency_freshness_weight: Weight | None = None
     recency_novelty_weight: Weight | None = None
     recency_half_life_last_access_days: Weight | None = None
     recency_half_life_created_days: Weight | None = None
-    server_side_recency: bool | None = None
+    server_side_recency: StrictBool | None = None
 
 
 class EditRecordIn(InputSchema):
@@ -256,9 +272,11 @@ class EditRecordIn(InputSchema):
 class PolicyIn(InputSchema):
     max_age_days: Weight | None = None
     max_inactive_days: Weight | None = None
-    budget: Annotated[int, Field(ge=0)] | None = None
+    budget: Count | None = None
     memory_type_allowlist: list[AmsType] | None = None
-    hard_age_multiplier: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    hard_age_multiplier: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = (
+        None
+    )
 
 
 class ForgetIn(InputSchema):
@@ -279,7 +297,7 @@ class PromptSessionIn(InputSchema):
 class PromptIn(InputSchema):
     query: Annotated[str, AfterValidator(_not_blank)]
     session: PromptSessionIn | None = None
-    long_term_search: SearchIn | bool | None = None
+    long_term_search: SearchIn | StrictBool | None = None
 
     @model_validator(mode="after")
     def _something_to_read(self) -> PromptIn:
