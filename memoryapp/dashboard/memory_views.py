@@ -39,6 +39,14 @@ def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
 
 
+def _row_id(text: str) -> int | None:
+    """A row id a form sent, or None if it is none: ASCII digits only (`²` and `①` are
+    digits to str.isdigit() and not to int()), and no more than a bigint column holds."""
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return None
+
+
 # --- forms ------------------------------------------------------------------------------
 
 
@@ -352,7 +360,10 @@ def memories_bulk(request: HttpRequest, name: str) -> HttpResponse:
     action = request.POST.get("action")
     if action not in ("archive", "delete"):
         return HttpResponse("choose archive or delete", status=400)
-    ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][: PAGE * 4]
+    ids = [_row_id(i) for i in request.POST.getlist("ids")]
+    if None in ids:
+        return HttpResponse("each id is a memory's number", status=400)
+    ids = ids[: PAGE * 4]
     chosen = list(
         Memory.objects.for_agent(agent)
         .filter(pk__in=ids)
@@ -404,7 +415,11 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
     agent, role = _get_agent_and_role(request, name, "editor")
     item = _editable(kind).get(agent, pk)
     event = MemoryEvent.objects.filter(target_kind=kind, target_id=item.pk, pk=event_id).first()
-    replacing = request.POST.get("shown_as")  # the row on screen, when reverting a predecessor
+    # The row on screen, when reverting a predecessor: checked before anything is saved.
+    shown_as = request.POST.get("shown_as") or None
+    replacing = _row_id(shown_as) if shown_as is not None else None
+    if shown_as is not None and replacing is None:
+        return HttpResponse("shown_as is the number of the row on screen", status=400)
     if event is None:
         raise Http404("no such change")
     back = item.dashboard_url()
@@ -426,8 +441,8 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
     if not request.htmx:  # without JavaScript a revert is made from the history page
         return redirect("dashboard:item_history", agent.name, kind, item.pk)
     response = _row(request, role, agent, item, history=True)
-    if replacing and replacing.isdigit() and int(replacing) != item.pk:
+    if replacing is not None and replacing != item.pk:
         # The row on screen showed the replacement: swap it for the restored memory.
-        response["HX-Retarget"] = f"#item-{kind}-{int(replacing)}"
+        response["HX-Retarget"] = f"#item-{kind}-{replacing}"
         response["HX-Reswap"] = "outerHTML"
     return trigger_client_event(response, "memory-changed")
