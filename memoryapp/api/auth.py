@@ -36,6 +36,10 @@ class RateLimited(Exception):
 
 # Longer is no key of ours: refused without a lookup.
 MAX_TOKEN_LENGTH = 200
+# A request this process makes to its own API for one it counted already (an MCP tool's
+# call, api/mcp_http.py): the WSGI environ names the key's hash, and the request is not
+# counted again. Only the process sets it (a client's headers arrive as HTTP_*).
+COUNTED_FOR = "memoryapp.counted_for"
 
 
 def client_address(request: HttpRequest) -> str:
@@ -75,6 +79,8 @@ def start_address_limits(request: HttpRequest) -> None:
     read by address_refusal: the key's lookup in the database runs meanwhile (a round
     trip to Redis after a pause cost ~0.5 ms here, and an agent's requests come after
     pauses)."""
+    if request.META.get(COUNTED_FOR):
+        return
     address = client_address(request)
     failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
     limit = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_ADDRESS)
@@ -125,6 +131,8 @@ def may_write_before_lookup(request: HttpRequest, key_hash: str) -> bool:
 def _counted_early(request: HttpRequest, key_hash: str) -> tuple[bool, int | None]:
     """Whether the middleware counted this key in its round trip (count_key_early), and
     if so its answer: the seconds to wait when over the key's limit, else None."""
+    if request.META.get(COUNTED_FOR) == key_hash:
+        return True, None
     early = getattr(request, "key_counted", None)
     if early is not None and early[0] == key_hash:
         return True, early[1]

@@ -43,6 +43,13 @@ def _closing_app(environ, start_response):
     return _Closing(_app(environ, start_response))
 
 
+def _with_environ(app, extra: dict[str, str]):
+    def with_environ(environ, start_response):
+        return app({**environ, **extra}, start_response)
+
+    return with_environ
+
+
 def base_url() -> str:
     """A URL of this server its own settings accept."""
     hosts = [h.lstrip(".") for h in settings.ALLOWED_HOSTS if h and "*" not in h]
@@ -57,12 +64,15 @@ def client(
     url: str | None = None,
     remote_addr: str = "127.0.0.1",
     close_connections: bool = False,
+    environ: dict[str, str] | None = None,
     **options,
 ) -> MemoryClient:
     """A client of this process's API with `raw_key`. `url`: the scheme and host to send
     (default `base_url()`); `remote_addr`: the address the API's limits count against;
     `close_connections`: each call closes its thread's database connections when it is
-    done (for calls from short-lived or pooled threads: see _closing_app)."""
+    done (for calls from short-lived or pooled threads: see _closing_app); `environ`:
+    entries each request's WSGI environ gets (what no client can send, such as
+    api/auth.COUNTED_FOR)."""
     url = url or base_url()
     headers = {}
     proxy_header = settings.SECURE_PROXY_SSL_HEADER
@@ -70,5 +80,7 @@ def client(
         name, value = proxy_header
         headers[name.removeprefix("HTTP_").replace("_", "-")] = value
     app = _closing_app if close_connections else _app
+    if environ:
+        app = _with_environ(app, environ)
     transport = httpx.WSGITransport(app=app, remote_addr=remote_addr)
     return MemoryClient(url, raw_key, transport=transport, headers=headers, **options)

@@ -16,7 +16,9 @@ nothing is kept between requests; the streaming GET of the protocol is answered 
 the protocol allows for a server that never sends requests of its own.
 
 A wrong key is a JSON 401 like anywhere in the API, counted against the address; an over
-the limit key a 429 with Retry-After.
+the limit key a 429 with Retry-After. Each POST counts once against the key's and the
+address's limits, whatever it asks (a tool call, the tool list): the calls its tools make
+to the API in process are not counted again.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.mcp_server import build_server
 from memoryapp.api import inprocess
-from memoryapp.api.auth import ApiKeyAuth, RateLimited, client_address
+from memoryapp.api.auth import COUNTED_FOR, ApiKeyAuth, RateLimited, client_address
 from memoryapp.api.schemas import check_session_key
 
 
@@ -74,7 +76,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
             session = check_session_key(session)
         except ValueError as exc:
             return JsonResponse({"detail": f"session: {exc}"}, status=422)
-    status, headers, body = anyio.run(_serve, request, raw_key, session)
+    status, headers, body = anyio.run(_serve, request, raw_key, api_key.key_hash, session)
     response = HttpResponse(body, status=status)
     for name, value in headers:
         if name.lower() not in ("content-length", "connection", "transfer-encoding"):
@@ -83,7 +85,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
 
 
 async def _serve(
-    request: HttpRequest, raw_key: str, session: str | None
+    request: HttpRequest, raw_key: str, key_hash: str, session: str | None
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request through the SDK's stateless streamable-HTTP transport."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -96,6 +98,9 @@ async def _serve(
         remote_addr=client_address(request),
         retries=0,
         close_connections=True,  # the tools call it from anyio's worker threads
+        # This request was counted against the key and the address: its tools' calls
+        # are not counted again (one tool call was two requests of the key's limit).
+        environ={COUNTED_FOR: key_hash},
     )
     server = build_server(client, session)
     # Host and Origin are Django's to check (ALLOWED_HOSTS); no cookies are involved.
