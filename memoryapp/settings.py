@@ -67,6 +67,10 @@ MIDDLEWARE = [
     "memoryapp.dashboard.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "memoryapp.api.middleware.KeyInPathMiddleware",
+    "memoryapp.api.middleware.AfterAnswerMiddleware",
+    "memoryapp.api.middleware.ApiJsonErrorsMiddleware",
+    "memoryapp.api.middleware.AddressRateLimitMiddleware",
     "memoryapp.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -201,11 +205,6 @@ MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "6000/60")
 MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "12000/60")
 MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = env_limit("MEMORYAPP_RATE_LIMIT_AUTH_FAILURES", "30/300")
 MEMORYAPP_LOGIN_FAILURES = env_limit("MEMORYAPP_LOGIN_FAILURES", "5/900")
-# With the key's and the address's limits off, a request's only question to Redis is
-# whether its address is locked out for wrong keys; a process that found it not locked
-# asks again after this many milliseconds (at once after a wrong key of its own), so a
-# lockout counted by another process reaches it within that time. 0: on every request.
-MEMORYAPP_LOCKOUT_RECHECK_MS = env_int("MEMORYAPP_LOCKOUT_RECHECK_MS", 1000, minimum=0)
 # Counters live in the cache: Redis when REDIS_URL is set (shared by every process),
 # else this process's memory (the embedded setup is one process).
 CACHES = {
@@ -221,19 +220,8 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
-# Prepare the fixed statements on every request's path (the key's lookup, the append,
-# the restore's reads) on PostgreSQL connections kept across requests (core/rows.py).
-MEMORYAPP_PREPARE_STATEMENTS = env_bool("MEMORYAPP_PREPARE_STATEMENTS", True)
-# Hand the agent's hottest requests (append, restore, context, GET /agent) to their view
-# without the page middleware and the URL resolver (api/lane.py); false: the whole stack.
-MEMORYAPP_API_LANE = env_bool("MEMORYAPP_API_LANE", True)
 # Minimum seconds between two writes of an API key's last-used time.
 MEMORYAPP_KEY_TOUCH_SECONDS = env_int("MEMORYAPP_KEY_TOUCH_SECONDS", 60, minimum=0)
-# Bytes (about) of restored messages each API process keeps a copy of, so that a restore
-# reads only what was appended since (PostgreSQL; api/restores.py); 0: no copies.
-MEMORYAPP_RESTORE_COPY_BYTES = env_int(
-    "MEMORYAPP_RESTORE_COPY_BYTES", 32 * 1024 * 1024, minimum=0, maximum=2**40
-)
 
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)

@@ -119,16 +119,11 @@ def test_the_one_statement_append_stores_and_answers_what_the_general_path_does(
     connection.vendor != "postgresql", reason="the one-statement append is PostgreSQL's"
 )
 @pytest.mark.parametrize("idempotent", [False, True])
-@pytest.mark.parametrize("lane", [True, False])
-def test_on_postgresql_an_append_to_a_live_session_is_one_statement(
-    api, idempotent, lane, settings
-):
+def test_on_postgresql_an_append_to_a_live_session_is_one_statement(api, idempotent):
     """With an Idempotency-Key too (what agents/client.py sends with every append): the
     record of the answer is written by the same statement. Before, a transaction of its
     own around the statement and an INSERT: four round trips, 1.06 ms more in process.
-    Through the lane (memoryapp/api/lane.py) the API key's lookup is in that statement
-    too: the whole request is one statement (sessions.post_turn_at_once)."""
-    settings.MEMORYAPP_API_LANE = lane
+    The request is the key's lookup, then the append."""
     assert api.put("/api/v1/sessions/live", {}).status_code == 201
     headers = {"Idempotency-Key": "once"} if idempotent else None
     with CaptureQueriesContext(connection) as queries:
@@ -140,12 +135,8 @@ def test_on_postgresql_an_append_to_a_live_session_is_one_statement(
         # The savepoint a keyed append takes inside a caller's transaction (the test's).
         if "SAVEPOINT" not in q["sql"]
     ]
-    # Prepared, the query log shows it as Django's fallback "QUERY = '…' - PARAMS = …".
-    if lane:
-        assert len(statements) == 1 and "WITH ka AS" in statements[0][:40]
-    else:
-        assert len(statements) == 2 and "core_apikey" in statements[0]
-        assert "WITH s AS" in statements[1][:40]
+    assert len(statements) == 2 and "core_apikey" in statements[0]
+    assert "WITH s AS" in statements[1][:40]
     assert IdempotencyRecord.objects.count() == (1 if idempotent else 0)
 
 
@@ -222,17 +213,22 @@ def test_an_append_to_an_absent_or_expired_session_still_starts_it(api, state):
 # --- answers written without ninja's validation (api/answers.py) --------------------------
 
 
-def both_ways(monkeypatch, call):
-    """`call()`'s JSON answer written by api/answers.py, then by ninja's validation."""
-    from memoryapp.api import answers
+def as_ninja_writes(schema, body: dict) -> dict:
+    """`body` validated by `schema` and written as django-ninja writes a view's answer
+    (model_dump by alias, then its JSON encoder): what api/answers.py must write."""
+    import json
 
-    fast = call()
-    monkeypatch.setattr(answers, "ENABLED", False)
-    slow = call()
-    monkeypatch.setattr(answers, "ENABLED", True)
-    assert fast.status_code == slow.status_code, (fast.content, slow.content)
-    assert fast["Content-Type"] == slow["Content-Type"] == "application/json; charset=utf-8"
-    return fast.json(), slow.json()
+    from ninja.responses import NinjaJSONEncoder
+
+    dumped = schema.model_validate(body).model_dump(by_alias=True)
+    return json.loads(json.dumps(dumped, cls=NinjaJSONEncoder))
+
+
+def both_ways(schema, response):
+    """The JSON answer api/answers.py wrote, and what ninja writes for it by `schema`."""
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    body = response.json()
+    return body, as_ninja_writes(schema, body)
 
 
 def a_full_session(api, key: str) -> None:
@@ -252,22 +248,25 @@ def a_full_session(api, key: str) -> None:
     api.post("/api/v1/memories", {"content": "Tests run with pytest -q.", "confidence": 0.9})
 
 
-def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
+def test_read_answers_are_what_ninja_would_answer(api):
+    from memoryapp.api.schemas import ContextOut, HistoryOut, MessagePage
+
     a_full_session(api, "full")
     base = "/api/v1/sessions/full"
-    for path, params in [
-        (f"{base}/history", {}),
-        (f"{base}/history", {"max_messages": 10000, "max_tokens": 10_000_000}),
-        (f"{base}/history", {"max_messages": 0}),
-        (f"{base}/messages", {"limit": 7}),
-        (f"{base}/context", {}),
-        (f"{base}/context", {"query_hint": "pytest", "token_budget": 300}),
+    for path, params, schema in [
+        (f"{base}/history", {}, HistoryOut),
+        (f"{base}/history", {"max_messages": 10000, "max_tokens": 10_000_000}, HistoryOut),
+        (f"{base}/history", {"max_messages": 0}, HistoryOut),
+        (f"{base}/messages", {"limit": 7}, MessagePage),
+        (f"{base}/context", {}, ContextOut),
+        (f"{base}/context", {"query_hint": "pytest", "token_budget": 300}, ContextOut),
         # Budgets where the system message alone overflows the conversation's share.
-        (f"{base}/context", {"token_budget": 10}),
-        (f"{base}/context", {"token_budget": 40}),
+        (f"{base}/context", {"token_budget": 10}, ContextOut),
+        (f"{base}/context", {"token_budget": 40}, ContextOut),
     ]:
-        fast, slow = both_ways(monkeypatch, lambda: api.get(path, params))  # noqa: B023
+        fast, slow = both_ways(schema, api.get(path, params))
         assert fast == slow, path
+        assert list(fast) == list(slow), path
     history = api.get(f"{base}/history").json()
     assert history["summary"] is not None and history["pruned_count"] > 0
     assert history["messages"][0]["role"] == "system"
@@ -275,28 +274,29 @@ def test_read_answers_are_what_ninja_would_answer(api, monkeypatch):
     assert "name" in history["messages"][-1] and history["messages"][-1]["name"] is None
 
 
-def test_a_context_writes_its_conversation_as_the_history_does(api, monkeypatch):
-    """/context reads and writes its conversation as /history does
-    (answers.history_reading: on PostgreSQL as the answer writes it): a session read
-    whole, with tool calls, a message its client changed and removed (the Redis Agent
-    Memory Server API's fields) and times with and without microseconds, is answered as
+def test_a_context_writes_its_conversation_as_the_history_does(api):
+    """/context writes its conversation as /history does: a session read whole, with
+    tool calls, a message its client changed and removed (the Redis Agent Memory Server
+    API's fields) and times with and without microseconds, is answered as
     ninja would answer it, message for message what /history answers."""
     api.post("/api/v1/sessions/small/turns", BODY)
     Message.objects.filter(session__key="small", seq=2).update(
         client_id="m-2",
-        removed_at=datetime(2026, 11, 24, 5, 17, 38, 1, tzinfo=UTC),
+        removed_at=datetime(2026, 11, 24, 5, 17, 38, 500000, tzinfo=UTC),
         revisions=[{"action": "removed", "at": "2026-11-24T05:17:38Z"}],
     )
     Message.objects.filter(session__key="small", seq=3).update(
         created_at=datetime(2026, 11, 24, 5, 17, 38, tzinfo=UTC)
     )
-    fast, slow = both_ways(monkeypatch, lambda: api.get("/api/v1/sessions/small/context"))
+    from memoryapp.api.schemas import ContextOut
+
+    fast, slow = both_ways(ContextOut, api.get("/api/v1/sessions/small/context"))
     assert fast == slow
     messages = api.get("/api/v1/sessions/small/history").json()["messages"]
     assert fast["conversation"] == messages and len(messages) == 4
     assert [list(m) for m in fast["conversation"]] == [list(m) for m in messages]
     changed = fast["conversation"][1]
-    assert changed["client_id"] == "m-2" and changed["removed_at"] == "2026-11-24T05:17:38.000Z"
+    assert changed["client_id"] == "m-2" and changed["removed_at"] == "2026-11-24T05:17:38.500Z"
     assert fast["conversation"][2]["created_at"] == "2026-11-24T05:17:38Z"
     assert fast["conversation"][2]["tool_calls"][0]["id"] == "c1"
 
@@ -365,19 +365,17 @@ def normalised(answer: dict) -> dict:
 
 
 @pytest.mark.parametrize("headers", [None, {"Idempotency-Key": "once"}])
-def test_append_answers_are_what_ninja_would_answer(api, monkeypatch, headers):
-    from memoryapp.api import answers
+def test_append_answers_are_what_ninja_would_answer(api, headers):
+    from memoryapp.api.schemas import TurnOut
 
-    replies = {}
-    for enabled in (True, False):
-        monkeypatch.setattr(answers, "ENABLED", enabled)
-        key = f"s{enabled}"
-        first = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
-        second = api.post(f"/api/v1/sessions/{key}/turns", BODY, headers=headers)
-        assert first.status_code == second.status_code == 201
-        assert ("Idempotent-Replayed" in second) == (headers is not None)
-        replies[enabled] = [normalised(first.json()), normalised(second.json())]
-    assert replies[True] == replies[False]
+    first = api.post("/api/v1/sessions/s/turns", BODY, headers=headers)
+    second = api.post("/api/v1/sessions/s/turns", BODY, headers=headers)
+    assert first.status_code == second.status_code == 201
+    assert ("Idempotent-Replayed" in second) == (headers is not None)
+    for response in (first, second):
+        fast, slow = both_ways(TurnOut, response)
+        assert fast == slow and list(fast) == list(slow)
+    assert (second.json() == first.json()) == (headers is not None)
 
 
 def test_an_answer_with_a_key_its_schema_does_not_declare_is_refused():
@@ -670,63 +668,9 @@ def test_a_person_looking_does_not_change_what_the_worker_rolls_ahead(api, agent
     assert (session.summary_max_messages, session.summary_max_tokens) == recorded
 
 
-def test_a_key_is_found_as_the_orm_finds_it(agent):
-    """api/auth._find_key reads a key and its agent with one hand-written query: every
-    field as the ORM gives it (times as aware datetimes on SQLite too); revoked: none."""
-    from datetime import UTC, datetime
-
-    from memoryapp.api.auth import _find_key
-    from memoryapp.core.models import ApiKey
-
-    key, raw = ApiKey.issue(agent, name="k")
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=datetime(2026, 11, 1, 12, 0, 0, 5, UTC))
-    agent.conversation_budget = 900
-    agent.save()
-    found = _find_key(raw)
-    expected = ApiKey.objects.select_related("agent").get(pk=key.pk)
-    fields = [f.attname for f in ApiKey._meta.concrete_fields]
-    assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
-    agent_fields = [f.attname for f in type(agent)._meta.concrete_fields]
-    assert [getattr(found.agent, f) for f in agent_fields] == [
-        getattr(expected.agent, f) for f in agent_fields
-    ]
-    assert found.last_used_at.tzinfo is not None and found.agent.conversation_budget == 900
-    key.revoke()
-    assert _find_key(raw) is None
-    assert _find_key("mk_not-a-key") is None
-
-
-def test_the_session_a_path_names_is_read_as_the_orm_reads_it(api, agent):
-    """api/common.live_session reads the session with a fixed statement (core/rows.py):
-    every field as the ORM gives it (JSON decoded, times aware on SQLite too); another
-    agent's and an expired session read as absent."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from memoryapp.api.common import _read_live_session
-    from memoryapp.core.models import Agent
-
-    api.post("/api/v1/sessions/s/turns", BODY)
-    Session.objects.filter(agent=agent, key="s").update(
-        metadata={"repo": "x/y", "n": [1, 2]}, evidence={"goal": {"seq": 2}}, goal="Fix it"
-    )
-    found = _read_live_session(agent, "s")
-    expected = Session.objects.get(agent=agent, key="s")
-    fields = [f.attname for f in Session._meta.concrete_fields]
-    assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
-    assert found.metadata == {"repo": "x/y", "n": [1, 2]} and found.created_at.tzinfo
-    assert found.message_count == 4 and not found._state.adding
-    assert _read_live_session(Agent.objects.create(name="other"), "s") is None
-    Session.objects.filter(pk=found.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert _read_live_session(agent, "s") is None
-    assert api.get("/api/v1/sessions/s").status_code == 404
-
-
-def test_the_session_a_path_names_comes_with_the_key(api, agent, other_api):
-    """A `/sessions/{key}/…` request reads its key, agent and session in one query
-    (api/auth._find_key): no query of its own for the session; another agent's, an
-    expired and an absent session are still 404, a key the API refuses still 422."""
+def test_the_session_a_path_names_is_the_keys_agents_and_live(api, agent, other_api):
+    """A `/sessions/{key}/…` request reads its session once; another agent's, an
+    expired and an absent session are 404, a key the API refuses 422."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -735,8 +679,8 @@ def test_the_session_a_path_names_comes_with_the_key(api, agent, other_api):
     with CaptureQueriesContext(connection) as queries:
         answer = api.get("/api/v1/sessions/s")
     assert answer.status_code == 200 and answer.json()["totals"]["messages"] == 4
-    reads = [q["sql"] for q in queries.captured_queries if "core_session" in q["sql"]]
-    assert len(reads) == 1 and "core_apikey" in reads[0]
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "core_session"' in q["sql"]]
+    assert len(reads) == 1
     history = api.get("/api/v1/sessions/s/history").json()
     assert [m["seq"] for m in history["messages"]] == [1, 2, 3, 4]
     assert other_api.get("/api/v1/sessions/s").status_code == 404
@@ -1052,7 +996,7 @@ def test_the_session_page_reads_its_findings_once(api, agent):
     newest = [
         q["sql"]
         for q in queries.captured_queries
-        if "FROM core_finding f" in q["sql"] and "f.updated_at DESC" in q["sql"]
+        if 'FROM "core_finding"' in q["sql"] and '"core_finding"."updated_at" DESC' in q["sql"]
     ]
     assert len(newest) == 1, newest
     context = page.context["prompt"]
@@ -1089,41 +1033,16 @@ def test_extraction_deletes_the_whole_outputs_it_read_and_no_others(
     assert Session.objects.get(key="done").findings.filter(tool="grep").exists()
 
 
-def test_the_worker_reads_its_job_and_session_as_the_orm_does(api, agent):
-    """rows.fetch_one_with reads the job with its turn and the session with its agent as
-    `select_related(…).select_for_update(of=SELF)` did: the same fields, the link set,
-    None for an id that does not exist."""
-    from memoryapp.core import rows
-    from memoryapp.core.models import Agent
-
-    api.post("/api/v1/sessions/s/turns", BODY)
-    job = ExtractionJob.objects.select_related("turn").get(session__key="s")
-    with transaction.atomic():
-        got = rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [job.pk],
-                                  lock=True)  # fmt: skip
-        session = rows.fetch_one_with(Session, "s", "agent", "WHERE s.id = %s",
-                                      [job.session_id], lock=True)  # fmt: skip
-        assert rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [0]) is None
-
-    def fields(instance) -> list:
-        return [getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields]
-
-    assert fields(got) == fields(job) and fields(got.turn) == fields(job.turn)
-    expected = Session.objects.select_related("agent").get(pk=job.session_id)
-    assert fields(session) == fields(expected) and fields(session.agent) == fields(agent)
-    assert isinstance(session.agent, Agent) and session.agent.pk == agent.pk
-
-
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_holds_its_jobs_row_lock_and_only_that_one():
-    """With `lock`, the job's row is locked for the transaction (another worker waits),
-    and its turn's row is not: FOR UPDATE OF the job alone, as select_for_update(of=SELF)."""
+    """workers._locked_job locks the job's row for the transaction (another worker
+    waits), and not its turn's: FOR UPDATE OF the job alone."""
     import threading
 
     from django.db import OperationalError, connections
 
-    from memoryapp.core import rows
+    from memoryapp.core import workers
     from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
     from memoryapp.core.models import Agent
 
@@ -1150,7 +1069,7 @@ def test_the_worker_holds_its_jobs_row_lock_and_only_that_one():
             other.close()
 
     with transaction.atomic():
-        rows.fetch_one_with(ExtractionJob, "j", "turn", "WHERE j.id = %s", [job.pk], lock=True)
+        assert workers._locked_job(job.pk)[0].turn_id == job.turn_id
         thread = threading.Thread(target=other_worker)
         thread.start()
         thread.join()
@@ -1213,26 +1132,6 @@ def test_recording_a_change_does_not_read_its_session_again(agent):
     assert session_reads == []
     events = MemoryEvent.objects.filter(agent=agent, action=MemoryEvent.Action.UPDATE)
     assert events.count() == 2
-
-
-def test_a_null_column_needs_no_converter():
-    """rows skips the ORM's converters for a NULL column (two calls per message saved in a
-    restore, for its mostly-NULL JSON columns): right only while every converter of every
-    field these models have maps None to None, as the ORM would have given it."""
-    from django.apps import apps
-
-    from memoryapp.core import rows
-
-    checked = 0
-    for model in apps.get_app_config("core").get_models(include_auto_created=True):
-        for field in model._meta.concrete_fields:
-            expression, converters = rows._converters(field)
-            value = None
-            for convert in converters:
-                value = convert(value, expression, connection)
-                checked += 1
-            assert value is None, f"{model.__name__}.{field.name}"
-    assert checked  # JSON fields have converters on both databases, times on SQLite
 
 
 @pytest.mark.parametrize(

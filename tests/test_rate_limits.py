@@ -170,50 +170,17 @@ def test_a_request_makes_one_round_trip_to_the_limits_cache(api, settings, monke
     settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
     counters = ratelimit._counters()
     trips = []
-    real = counters.start_read_and_count
+    real = counters.read_and_count
 
     def counting(*args):
         trips.append(args)
         return real(*args)
 
-    monkeypatch.setattr(counters, "start_read_and_count", counting)
+    monkeypatch.setattr(counters, "read_and_count", counting)
     assert api.get(f"{BASE}/sessions").status_code == 200
     assert len(trips) == 1
     read, counted = trips[0]
     assert read[0].startswith("rl:auth-failure:") and len(counted) == 2
-
-
-@needs_redis
-def test_the_limits_round_trip_overlaps_the_keys_lookup(api, settings, monkeypatch):
-    """The address's limits are sent to Redis before the key is looked up in the
-    database and read after it: the two round trips overlap (a request paid both one
-    after the other; each cost ~0.15 ms here, ~0.5 ms after a pause)."""
-    from redis.connection import AbstractConnection
-
-    from memoryapp.api import auth
-
-    settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
-    events = []
-    real_send, real_read = AbstractConnection.send_command, AbstractConnection.read_response
-    real_find = auth._find_key
-
-    def send(self, *args, **kwargs):
-        events.append("sent")
-        return real_send(self, *args, **kwargs)
-
-    def read(self, *args, **kwargs):
-        events.append("read")
-        return real_read(self, *args, **kwargs)
-
-    def find(*args):
-        events.append("lookup")
-        return real_find(*args)
-
-    monkeypatch.setattr(AbstractConnection, "send_command", send)
-    monkeypatch.setattr(AbstractConnection, "read_response", read)
-    monkeypatch.setattr(auth, "_find_key", find)
-    assert api.get(f"{BASE}/sessions").status_code == 200
-    assert events == ["sent", "lookup", "read"]
 
 
 @needs_redis
@@ -328,72 +295,26 @@ def test_a_key_authenticated_outside_the_middleware_is_still_counted(agent, sett
         ApiKeyAuth().authenticate(rf.get("/mcp"), raw)
 
 
-class _Clock:
-    """time for ratelimit with a monotonic clock the test moves (time.time is real)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def __getattr__(self, name: str):
-        return getattr(time, name)
-
-
-def _lockout_only(settings, monkeypatch) -> tuple[list, _Clock]:
-    """The key's and the address's limits off (as bench/common.py runs the server): a
-    request's only question to Redis is its address's lockout. The round trips made,
-    and the clock the rechecks go by."""
+def _lockout_only(settings, monkeypatch) -> list:
+    """The key's and the address's limits off: a request's only question to the cache is
+    its address's lockout. The round trips made."""
     settings.MEMORYAPP_RATE_LIMIT_KEY = "off"
     settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "off"
     settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = "2/300"
-    settings.MEMORYAPP_LOCKOUT_RECHECK_MS = 1000
     counters = ratelimit._counters()
     trips: list = []
-    real = counters.start_read_and_count
+    real = counters.read_and_count
 
     def counting(*args):
         trips.append(args)
         return real(*args)
 
-    monkeypatch.setattr(counters, "start_read_and_count", counting)
-    clock = _Clock()
-    monkeypatch.setattr(ratelimit, "time", clock)
-    return trips, clock
+    monkeypatch.setattr(counters, "read_and_count", counting)
+    return trips
 
 
-@needs_redis
-def test_a_lockout_not_there_is_asked_of_redis_again_only_after_a_moment(
-    api, settings, monkeypatch
-):
-    """With nothing to count, the lockout's read found the address not locked stands for
-    MEMORYAPP_LOCKOUT_RECHECK_MS in this process (about 0.3 ms of every request after an
-    agent's pause was that round trip): a lockout counted by another process reaches
-    this one within that time."""
-    from django.core.cache import cache
-
-    trips, clock = _lockout_only(settings, monkeypatch)
-    for _ in range(3):
-        assert api.get(f"{BASE}/sessions").status_code == 200
-    assert len(trips) == 1
-    # Another process counts the address's wrong keys up to the lockout.
-    name = ratelimit._name("auth-failure", "127.0.0.1", ratelimit.Limit(2, 300), time.time())
-    cache.set(name, 2, timeout=301)
-    clock.now += 0.9
-    assert api.get(f"{BASE}/sessions").status_code == 200  # not asked yet
-    clock.now += 0.2
-    refused = api.get(f"{BASE}/sessions")
-    assert refused.status_code == 429 and "wrong API key" in refused.json()["detail"]
-    assert len(trips) == 2
-    # A locked address is asked every time (its answer is not kept).
-    assert api.get(f"{BASE}/sessions").status_code == 429
-    assert len(trips) == 3
-
-
-@needs_redis
 def test_this_processs_own_wrong_keys_lock_the_address_out_at_once(api, settings, monkeypatch):
-    trips, clock = _lockout_only(settings, monkeypatch)
+    _lockout_only(settings, monkeypatch)
     assert api.get(f"{BASE}/sessions").status_code == 200
     wrong = ApiClient(Client(), "mk_wrong")
     assert [wrong.get(f"{BASE}/sessions").status_code for _ in range(3)] == [401, 401, 429]
@@ -402,14 +323,12 @@ def test_this_processs_own_wrong_keys_lock_the_address_out_at_once(api, settings
 
 
 @needs_redis
-@pytest.mark.parametrize("limits", ["recheck off", "address limit", "key limit"])
-def test_a_request_that_counts_or_with_rechecks_off_asks_redis_every_time(
-    api, settings, monkeypatch, limits
-):
-    trips, clock = _lockout_only(settings, monkeypatch)
-    if limits == "recheck off":
-        settings.MEMORYAPP_LOCKOUT_RECHECK_MS = 0
-    elif limits == "address limit":
+@pytest.mark.parametrize("limits", ["lockout only", "address limit", "key limit"])
+def test_every_request_asks_the_cache(api, settings, monkeypatch, limits):
+    """No answer is kept between requests: each one reads the address's lockout (and
+    counts what is limited) in its own round trip."""
+    trips = _lockout_only(settings, monkeypatch)
+    if limits == "address limit":
         settings.MEMORYAPP_RATE_LIMIT_ADDRESS = "100/60"
     else:
         settings.MEMORYAPP_RATE_LIMIT_KEY = "100/60"
@@ -418,70 +337,18 @@ def test_a_request_that_counts_or_with_rechecks_off_asks_redis_every_time(
     assert len(trips) == 3
 
 
-def test_in_process_memory_the_lockout_is_read_on_every_request(api, settings, monkeypatch):
-    """Without Redis the counters are this process's memory, read at no round trip's
-    cost: a lockout counted there is seen by the very next request."""
+def test_a_lockout_counted_elsewhere_is_seen_by_the_next_request(api, settings, monkeypatch):
+    """A lockout another process counted (here: written to the cache directly) refuses
+    the very next request."""
     from django.core.cache import cache
 
-    if ratelimit.one_round_trip():
-        pytest.skip("the embedded setup's counters: run without REDIS_URL")
-    _, clock = _lockout_only(settings, monkeypatch)
+    _lockout_only(settings, monkeypatch)
     assert api.get(f"{BASE}/sessions").status_code == 200
     name = ratelimit._name("auth-failure", "127.0.0.1", ratelimit.Limit(2, 300), time.time())
     cache.set(name, 2, timeout=301)
     assert api.get(f"{BASE}/sessions").status_code == 429
 
 
-def _read_before_answer(counters, monkeypatch) -> None:
-    """The next lockout read runs in Redis at once, but its answer is read later: as when
-    a thread's read reaches Redis before another thread's count and the process sees the
-    answer after that count."""
-    real = counters.start_read_and_count
-
-    def early(read, counted):
-        answer = real(read, counted)()
-        monkeypatch.setattr(counters, "start_read_and_count", real)
-        return lambda: answer
-
-    monkeypatch.setattr(counters, "start_read_and_count", early)
-
-
 AUTH = ("auth-failure", ratelimit.Limit(2, 300))
 NO_LIMIT = ratelimit.Limit(0, 60)
 
-
-def _locked(who: str) -> bool:
-    pending = ratelimit.start_hit_and_check("address", who, NO_LIMIT, check=AUTH)
-    return pending.answer()[0] is not None
-
-
-@needs_redis
-def test_a_lockout_read_answered_after_a_wrong_key_counted_here_is_not_kept(settings, monkeypatch):
-    """Thread A's read reaches Redis before thread B counts the address's last wrong key,
-    and A reads its answer (not locked) after B's count: A must not keep that answer, or
-    the address would go unchecked here for MEMORYAPP_LOCKOUT_RECHECK_MS."""
-    _lockout_only(settings, monkeypatch)
-    who = f"10.9.{os.getpid() % 250}.1"
-    ratelimit.hit(*AUTH[:1], who, AUTH[1])  # one wrong key of two
-    _read_before_answer(ratelimit._counters(), monkeypatch)
-    a = ratelimit.start_hit_and_check("address", who, NO_LIMIT, check=AUTH)
-    ratelimit.hit(*AUTH[:1], who, AUTH[1])  # B: the second, the lockout
-    assert a.answer()[0] is None  # A read before it
-    assert _locked(who)
-
-
-@needs_redis
-def test_a_lockout_read_answered_while_a_count_is_in_flight_is_not_kept(settings, monkeypatch):
-    """B's count is sent, A's read runs before it in Redis and is answered before B's:
-    the answer A keeps is forgotten when B's count is answered."""
-    _lockout_only(settings, monkeypatch)
-    who = f"10.8.{os.getpid() % 250}.1"
-    ratelimit.hit(*AUTH[:1], who, AUTH[1])
-    b = ratelimit.start_hit_and_check(*AUTH[:1], who, AUTH[1])
-    counters = ratelimit._counters()
-    real = counters.start_read_and_count
-    monkeypatch.setattr(counters, "start_read_and_count", lambda read, counted: lambda: (1, []))
-    assert not _locked(who)  # A: read in Redis before B's count
-    monkeypatch.setattr(counters, "start_read_and_count", real)
-    assert b.answer()[1] is None  # B: the second wrong key, within the limit of 2
-    assert _locked(who)

@@ -26,11 +26,6 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
 from pydantic import BaseModel
 
-from memoryapp.core.conversation import MESSAGE_FIELDS
-
-# Off: views hand their dicts to ninja to validate, as before (the tests compare both).
-ENABLED = True
-
 _encoder = DjangoJSONEncoder()
 
 
@@ -148,83 +143,8 @@ def history_message(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# A message's columns (of table alias m) as history_message writes them, written by
-# PostgreSQL in the select itself (empty text as null, the creation time as json_time
-# writes it: milliseconds cut, not rounded, none when there are no microseconds, UTC as
-# `Z`), the JSON columns as their text: history_messages reads rows of these. Restoring 85
-# messages in process: 0.46 -> 0.30 ms (the row's read and the dict written in one step).
-_CREATED = "(m.created_at AT TIME ZONE 'UTC')"
-HISTORY_MESSAGE_SQL = (
-    "m.seq, m.role, m.content, m.token_count, "
-    f"to_char({_CREATED}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE "
-    f"WHEN CAST(date_part('microseconds', {_CREATED}) AS integer) %% 1000000 = 0 THEN 'Z' "
-    f"ELSE to_char({_CREATED}, '.MS\"Z\"') END, "
-    "NULLIF(m.name, ''), NULLIF(m.tool_call_id, ''), CAST(m.tool_calls AS text), "
-    "NULLIF(m.client_id, ''), m.removed_at, CAST(m.revisions AS text)"
-)
-# Its columns are conversation.MESSAGE_FIELDS, in their order, which are history_message's.
-HISTORY_MESSAGE_WIDTH = len(MESSAGE_FIELDS)
-
-
-def history_messages(rows: list[tuple]) -> list[dict[str, Any]]:
-    """history_message of each row whose first columns are HISTORY_MESSAGE_SQL's (any
-    after them are ignored). Each row's dict is written out by position, where a dict of
-    MESSAGE_FIELDS zipped with a slice of the row cost four times as much (85 rows: 0.14
-    -> 0.04 ms). Its keys are MESSAGE_FIELDS, written out: tests/test_restore_at_once.py
-    holds each dict, its keys' order too, to history_message's."""
-    written = []
-    append = written.append
-    for r in rows:
-        m = {
-            "seq": r[0], "role": r[1], "content": r[2], "token_count": r[3],
-            "created_at": r[4], "name": r[5], "tool_call_id": r[6], "tool_calls": r[7],
-            "client_id": r[8], "removed_at": r[9], "revisions": r[10],
-        }  # fmt: skip
-        if r[7] is not None:
-            m["tool_calls"] = json.loads(r[7]) or None
-        if r[9] is not None:
-            m["removed_at"] = json_time(r[9])
-        if r[10] is not None:
-            m["revisions"] = json.loads(r[10]) or None
-        append(m)
-    return written
-
-
-# A restore that reads its messages as its answer writes them (PostgreSQL's SQL): each
-# page of a pruned restore is written by PostgreSQL and history_messages as the read with
-# the key is, where its columns became a dict by name, then history_message's dict with
-# the times written by the encoder (100 of 150 messages: 1.17-1.37 -> 0.70-0.89 ms in
-# process). A conversation.MessageReader.
-HISTORY_READER = types.SimpleNamespace(sql=HISTORY_MESSAGE_SQL, dicts=history_messages)
-
-
-def _as_read(message: dict[str, Any]) -> dict[str, Any]:
-    return message
-
-
-def history_reading(vendor: str) -> tuple[Callable[[dict[str, Any]], Any] | None, Any]:
-    """How a restore whose messages an answer writes as HistoryMessageOut (GET …/history,
-    GET …/context) reads and writes them: conversation.restore_history's `write` and
-    `reader`. With the API's own answers (ENABLED), on PostgreSQL (`vendor`) each message
-    is read as written (HISTORY_READER) and kept as read, elsewhere read as by default and
-    written by history_message; without them, (None, None): its defaults (message_dict),
-    which ninja then validates. The answer holds such messages as `Written`."""
-    if not ENABLED:
-        return None, None
-    if vendor == "postgresql":
-        return _as_read, HISTORY_READER
-    return history_message, None
-
-
-def answer(schema: type[BaseModel], data: dict, status: int = 200) -> Any:
-    """The view's answer `data`, shaped by `schema`, as a JSON response with `status`;
-    with ENABLED off, `data` itself for ninja to validate (status 200 only)."""
-    if not ENABLED:
-        if status != 200:
-            from ninja import Status
-
-            return Status(status, data)
-        return data
+def answer(schema: type[BaseModel], data: dict, status: int = 200) -> HttpResponse:
+    """The view's answer `data`, shaped by `schema`, as a JSON response with `status`."""
     body = _model_shaper(schema)(data)
     try:
         content = orjson.dumps(body)

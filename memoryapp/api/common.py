@@ -4,11 +4,9 @@ and the statuses each kind of operation can answer (declared in the OpenAPI docu
 from __future__ import annotations
 
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja.errors import HttpError
 
 from memoryapp.api.schemas import ErrorOut, check_name, check_session_key
-from memoryapp.core import rows
 from memoryapp.core.models import SELF, Agent, Memory, Session
 
 # Every authenticated operation can answer these: no or a wrong key (401), a parameter or
@@ -63,33 +61,15 @@ def live_session(
     that are not its own. `lock`: locked for the caller's transaction."""
     agent = agent_of(request)
     key = session_key(key)
-    # Authentication read the session the path names in its own query (api/auth): taken
-    # once, by the first unlocked read; a later read reads again.
-    read = request.auth.__dict__.pop("session_read", None)
+    sessions = Session.objects.for_agent(agent).active()
     if lock:
-        sessions = Session.objects.for_agent(agent).active().select_for_update(of=SELF)
-        session = sessions.filter(key=key).first()
-    elif read is not None and read[0] == key:
-        session = read[1]
-    else:
-        session = _read_live_session(agent, key)
+        sessions = sessions.select_for_update(of=SELF)
+    session = sessions.filter(key=key).first()
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")
     if session is not None:
-        session.agent = agent  # read with the key: not read again
+        session.agent = agent  # the key's: not read again
     return session
-
-
-def _read_live_session(agent: Agent, key: str) -> Session | None:
-    """`Session.objects.for_agent(agent).active().filter(key=key).first()`, by a fixed
-    statement (memoryapp.core.rows)."""
-    found = rows.fetch(
-        Session,
-        "s",
-        "WHERE s.agent_id = %s AND s.key = %s AND s.expires_at > %s",
-        [agent.pk, key, timezone.now()],
-    )
-    return found[0] if found else None
 
 
 def memory_of(request: HttpRequest, memory_id: int, *, for_change: bool = False) -> Memory:

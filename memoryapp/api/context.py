@@ -3,7 +3,7 @@ session's working context (key/value items)."""
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
@@ -36,20 +36,16 @@ def get_context(
     context, findings, long-term memories and the summary, each within its share of the
     token budget, with exact counts and a markdown prompt to inject."""
     session = live_session(request, key)
-    # The conversation's messages read and written as GET …/history's (answers.history_reading).
-    write, reader = answers.history_reading(connection.vendor)
     try:
         context = assemble_context(
             session,
             token_budget=token_budget,
             query_hint=query_hint,
-            write=write,
-            reader=reader,
+            write=answers.history_message,
         )
     except tokens.EncodingUnavailable as exc:
         raise HttpError(422, f"the agent's encoding cannot be used: {exc}") from None
-    if write is not None:
-        context["conversation"] = answers.Written(HistoryMessageOut, context["conversation"])
+    context["conversation"] = answers.Written(HistoryMessageOut, context["conversation"])
     return answers.answer(ContextOut, context)
 
 

@@ -1,22 +1,24 @@
-"""What every API request goes through before any view sees it.
+"""The middleware every API request goes through before any view sees it, each doing one
+thing (settings.MIDDLEWARE runs them in the order listed here):
 
-- The Redis Agent Memory Server API (memoryapp/ams) takes its key in the path, since its
-  client sends no headers: `/ams/<key>/v1/…` becomes `Authorization: Bearer <key>`, is
-  routed as `/ams/v1/…`, and reads `/ams/[redacted]/v1/…` wherever the path is logged or
-  shown (Django's request log, error answers, the WSGI environ gunicorn logs from). From
-  here on /ams/ is an API path like /api/.
-- Per-address limits (too many requests, too many wrong keys): a JSON 429 with
-  Retry-After, before anything is done (`/api/v1/health` is exempt). The count is sent
-  to the cache here and its answer read by authentication right after the key's lookup,
-  so the two round trips overlap (a refused address costs that one indexed read); where
-  no view authenticates, it is read here after the answer. The same round trip counts
-  the request's key, whose limit authentication applies.
-- Too large: Django would raise RequestDataTooBig (a 400) deep inside body parsing;
-  agents deserve to know the request was too large, so API paths get a JSON 413.
-- A chunked body without Content-Length is read here (Django would read it as empty).
-- A body shorter than its Content-Length that never arrives (gunicorn.conf.py bounds
-  each read): a JSON 408, and the connection closes.
-- Every API answer is JSON, also those no API view gave (an unknown path, a bad method).
+- KeyInPathMiddleware: the Redis Agent Memory Server API (memoryapp/ams) takes its key in
+  the path, since its client sends no headers, and so may an MCP client: `/ams/<key>/v1/…`
+  becomes `Authorization: Bearer <key>`, is routed as `/ams/v1/…`, and reads
+  `/ams/[redacted]/v1/…` wherever the path is logged or shown (Django's request log,
+  error answers, the WSGI environ gunicorn logs from). From here on /ams/ is an API path
+  like /api/.
+- AfterAnswerMiddleware: work a view leaves for after its answer (dispatching a turn's
+  extraction job) runs when the server closes the response, after sending it.
+- ApiJsonErrorsMiddleware: every API answer is JSON with `detail`, also those no API view
+  gave (an unknown path, a bad method).
+- AddressRateLimitMiddleware: per-address limits (too many requests, too many wrong keys):
+  a JSON 429 with Retry-After before the body is read (`/api/v1/health` is exempt). The
+  same round trip to the cache counts the request's key, whose limit authentication
+  applies (api/auth.py).
+- ApiBodyLimitMiddleware: too large is a JSON 413 (Django would raise RequestDataTooBig, a
+  400, deep inside body parsing); a chunked body without Content-Length is read here
+  (Django would read it as empty); a body shorter than its Content-Length that never
+  arrives (gunicorn.conf.py bounds each read) is a JSON 408, and the connection closes.
 
 The body's content is checked by the API's parser (`JsonParser`), after authentication.
 """
@@ -36,8 +38,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
-from memoryapp.api import lane
-from memoryapp.api.auth import address_refusal, start_address_limits
+from memoryapp.api.auth import address_refusal
 from memoryapp.core import workers
 
 AMS_PREFIX = "/ams/"
@@ -68,36 +69,62 @@ class RedactKeys(logging.Filter):
         return True
 
 
-class ApiBodyLimitMiddleware:
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIXES)
+
+
+class KeyInPathMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path_info.startswith(KEYED_PREFIXES):
             _key_from_path(request)
-        if not request.path.startswith(API_PREFIXES):
-            return self.get_response(request)
-        if request.path != "/api/v1/health":
-            # On its way to the cache while the request goes on: authentication reads the
-            # answer after the key's lookup, before anything is done (ApiKeyAuth).
-            start_address_limits(request)
-        try:
-            response = self._api(request)
-        except BaseException:
-            address_refusal(request)  # the cache's connection goes back to its pool
-            raise
-        # Not read yet: no view authenticated (an unknown path, a refused body, the
-        # docs), so nothing was done; a refused address is answered 429 all the same.
-        refused = address_refusal(request)
-        if refused is None:
-            return response
-        answer = refused.response()
-        if "Connection" in response:  # a body that never arrived: the connection closes
-            answer["Connection"] = response["Connection"]
-        response.close()
-        return answer
+        return self.get_response(request)
 
-    def _api(self, request: HttpRequest) -> HttpResponse:
+
+class AfterAnswerMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not _is_api(request):
+            return self.get_response(request)
+        with workers.collect_after_answer() as later:
+            response = self.get_response(request)
+        if later:  # run when the server closes the response, after sending it
+            response._resource_closers.append(lambda: workers.run_after_answer(later))
+        return response
+
+
+class ApiJsonErrorsMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        return _as_json(request, response) if _is_api(request) else response
+
+
+class AddressRateLimitMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if _is_api(request) and request.path != "/api/v1/health":
+            refused = address_refusal(request)
+            if refused is not None:
+                return refused.response()
+        return self.get_response(request)
+
+
+class ApiBodyLimitMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not _is_api(request):
+            return self.get_response(request)
         limit = settings.MEMORYAPP_MAX_BODY_BYTES
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -126,19 +153,7 @@ class ApiBodyLimitMiddleware:
             )
             response["Connection"] = "close"
             return response
-        with workers.collect_after_answer() as later:
-            response = _as_json(request, self._respond(request))
-        if later:  # run when the server closes the response, after sending it
-            response._resource_closers.append(lambda: workers.run_after_answer(later))
-        return response
-
-    def _respond(self, request: HttpRequest) -> HttpResponse:
-        """The rest of the stack's answer; the hottest paths go straight to their view
-        (memoryapp/api/lane.py), the rest through the middleware after this one."""
-        routed = lane.route(request)
-        if routed is None:
-            return self.get_response(request)
-        return lane.respond(request, *routed)
+        return self.get_response(request)
 
 
 def _key_from_path(request: HttpRequest) -> None:

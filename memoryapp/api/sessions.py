@@ -6,22 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Path, Query, Router, Status
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import HttpError
 
 from memoryapp.api import answers, pagination
-from memoryapp.api.auth import (
-    KNOWN_KEYS,
-    MAX_TOKEN_LENGTH,
-    ApiKeyAuth,
-    bearer_token,
-    digits_within,
-    may_write_before_lookup,
-    messages_read,
-)
 from memoryapp.api.common import (
     READ,
     READ_ONE,
@@ -47,9 +38,7 @@ from memoryapp.api.schemas import (
     TurnIn,
     TurnOut,
     TurnPage,
-    check_session_key,
 )
-from memoryapp.core import rows
 from memoryapp.core.conversation import (
     MESSAGE_FIELDS,
     IdempotencyConflict,
@@ -58,15 +47,13 @@ from memoryapp.core.conversation import (
     TurnInput,
     UnknownFinding,
     append_turn,
-    append_turn_with_key,
     lock_session,
-    message_dict,
     pruned_through,
     restore_history,
     session_summary,
 )
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
-from memoryapp.core.models import Message, Session, Subtask, Turn, hash_api_key
+from memoryapp.core.models import Message, Session, Subtask, Turn
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens
@@ -231,122 +218,6 @@ def _turn_input(payload: TurnIn) -> TurnInput:
     )
 
 
-def post_turn_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
-    """POST …/turns with the API key's lookup in the append's own statement
-    (conversation.append_turn_with_key): one round trip to the database where
-    authentication and the append took two (the lane sends each such request here,
-    memoryapp/api/lane.py). For the common request only: a valid body, a key this
-    process has authenticated before (auth.KNOWN_KEYS) and that is not rate-limited, a
-    live session, no tool calls, no Idempotency-Key used before. None for anything else,
-    with nothing written and nothing answered (but a refused address's 429): the request
-    then goes the usual way (authentication, then the view), which answers it. Some of
-    that is known only after the statement, which writes nothing then: a key revoked
-    since, an agent whose encoding changed, an expired or new session, a replay."""
-    from memoryapp.api.api import api
-
-    token = bearer_token(request)
-    idempotency_key = request.headers.get("Idempotency-Key") or None
-    if (
-        not answers.ENABLED  # ninja validates the answers (the tests compare both)
-        or request.GET
-        or not token
-        or len(token) > MAX_TOKEN_LENGTH
-        or (idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY)
-    ):
-        return None
-    key_hash = hash_api_key(token)
-    encoding = KNOWN_KEYS.encoding(key_hash)
-    if encoding is None:  # not authenticated here yet (or a wrong key): the usual way
-        return None
-    try:
-        # First, as authentication comes before the body: a refused address is answered
-        # 429 without its body being read.
-        if not may_write_before_lookup(request, key_hash):
-            return None
-    except Exception as exc:
-        return api.on_exception(request, exc)
-    try:
-        key = check_session_key(key)
-        payload = TurnIn.model_validate(
-            api.parser.parse_body(request), context={"request": request}
-        )
-    except Exception:  # not JSON, too deep to parse, not valid: the usual way answers
-        return None
-    if getattr(request, "unstorable", None) is not None or payload.tool_calls:
-        return None
-    try:
-        rows.skip_health_check_if_idle()
-        stored = append_turn_with_key(
-            key_hash,
-            encoding,
-            key,
-            _turn_input(payload),
-            idempotency_key=idempotency_key,
-            request_hash=hashlib.sha256(request.body).hexdigest(),
-        )
-        if stored is None:
-            return None
-        request.auth = stored[0]  # type: ignore[attr-defined]
-        return answers.answer(TurnOut, stored[1], 201)
-    except tokens.EncodingUnavailable:  # before the statement: the usual way answers
-        return None
-    except Exception as exc:  # answered as the API answers its views' exceptions
-        return api.on_exception(request, exc)
-
-
-# The query a restore may have to go without django-ninja's operation (get_history_at_once).
-_HISTORY_LIMITS = {"max_messages": MAX_MESSAGES_SETTING, "max_tokens": MAX_TOKEN_BUDGET}
-
-
-def get_history_at_once(request: HttpRequest, key: str) -> HttpResponse | None:
-    """GET …/history without django-ninja's operation around the view (the lane sends
-    each such request here, memoryapp/api/lane.py): the same authentication
-    (ApiKeyAuth's, the key's lookup with the session and its messages, the same limits
-    and refusals) and the same view, where the operation's checks, its validation of
-    the query and its handling of the answer cost a cold restore about 0.2 ms. For the
-    common request only, told before anything is counted or read: no body, a bearer
-    token of a usable length, a session key the view accepts, and no query but
-    max_messages and max_tokens, once each, written as digits within their bounds
-    (auth.digits_within). None for anything else: the request goes the usual way, which
-    answers it."""
-    from memoryapp.api.api import api
-
-    # The API's own authentication, when it is the key's alone; any other (added since)
-    # is the operation's to run: the usual way.
-    auth = api.auth
-    if not (isinstance(auth, list | tuple) and len(auth) == 1 and type(auth[0]) is ApiKeyAuth):
-        return None
-    token = bearer_token(request)
-    if not answers.ENABLED or not token or len(token) > MAX_TOKEN_LENGTH or request.body:
-        return None  # (a body: the API's strict requests answer it 422)
-    limits: dict[str, int] = {}
-    for name, values in request.GET.lists():
-        bound = _HISTORY_LIMITS.get(name)
-        if bound is None or len(values) != 1:
-            return None
-        number = digits_within(values[0], bound)
-        if number is None:
-            return None
-        limits[name] = number
-    try:
-        check_session_key(key)
-    except ValueError:
-        return None
-    try:
-        found = auth[0].authenticate(request, token)
-        if not found:
-            raise AuthenticationError()
-        request.auth = found  # type: ignore[attr-defined]
-        return get_history(
-            request,
-            key,
-            max_messages=limits.get("max_messages"),
-            max_tokens=limits.get("max_tokens"),
-        )
-    except Exception as exc:  # answered as the operation answers its checks' and view's
-        return api.on_exception(request, exc)
-
-
 @router.get("/sessions/{key}/history", response={200: HistoryOut, **READ_ONE}, tags=["turns"])
 def get_history(
     request: HttpRequest,
@@ -363,17 +234,11 @@ def get_history(
     agent = session.agent
     limit_messages = agent.max_messages if max_messages is None else max_messages
     limit_tokens = agent.default_conversation_budget() if max_tokens is None else max_tokens
-    # On PostgreSQL read as history_message writes them, as the read with the key reads
-    # them (the only way `everything` is read: with the key, on PostgreSQL, answers.ENABLED).
-    write, reader = answers.history_reading(connection.vendor)
-    everything = messages_read(request, session, max_messages)
     answer = restore_history(
         session,
         max_messages=limit_messages,
         max_tokens=limit_tokens,
-        write=write,
-        reader=reader,
-        everything=everything,
+        write=answers.history_message,
     )
     summary = (
         summarize_pruned(
@@ -387,7 +252,7 @@ def get_history(
     messages = answer["messages"]
     history = {
         **answer,
-        "messages": answers.Written(HistoryMessageOut, messages) if write else messages,
+        "messages": answers.Written(HistoryMessageOut, messages),
         "summary": summary,
         "max_messages": limit_messages,
         "max_tokens": limit_tokens,
@@ -421,12 +286,7 @@ def list_messages(
         low = high
     more = len(page) > limit
     next_cursor = pagination.encode("messages", page[limit - 1]["seq"]) if more else None
-    if answers.ENABLED:
-        items = answers.Written(
-            HistoryMessageOut, (answers.history_message(m) for m in page[:limit])
-        )
-    else:
-        items = [message_dict(m) for m in page[:limit]]
+    items = answers.Written(HistoryMessageOut, (answers.history_message(m) for m in page[:limit]))
     return answers.answer(MessagePage, {"items": items, "next_cursor": next_cursor})
 
 

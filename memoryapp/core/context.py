@@ -25,17 +25,15 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from memoryapp.core import rows, search
-from memoryapp.core.conversation import MessageReader, pruned_through, restore_history
+from memoryapp.core import search
+from memoryapp.core.conversation import pruned_through, restore_history
 from memoryapp.core.models import (
     ContextItem,
     Finding,
     Memory,
-    Message,
     Session,
     Subtask,
     ToolCall,
-    Turn,
 )
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
@@ -98,22 +96,19 @@ _DEPENDENCY = re.compile(
 
 
 def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionState:
-    subtasks = rows.fetch(
-        Subtask,
-        "t",
-        "WHERE t.session_id = %s AND t.status IN (%s, %s) ORDER BY t.position, t.id LIMIT 20",
-        [session.pk, Subtask.Status.IN_PROGRESS.value, Subtask.Status.PENDING.value],
+    subtasks = list(
+        Subtask.objects.filter(
+            session=session, status__in=(Subtask.Status.IN_PROGRESS, Subtask.Status.PENDING)
+        ).order_by("position", "id")[:20]
     )
     current = next((t for t in subtasks if t.status == Subtask.Status.IN_PROGRESS), None) or (
         subtasks[0] if subtasks else None
     )
-    with rows.fixed_cursor() as cursor:
-        cursor.execute(
-            f"SELECT tool, file_path, kind FROM {ToolCall._meta.db_table} "
-            "WHERE session_id = %s ORDER BY id DESC LIMIT %s",
-            [session.pk, RECENT_TOOL_CALLS],
-        )
-        calls = cursor.fetchall()
+    calls = list(
+        ToolCall.objects.filter(session=session)
+        .order_by("-id")
+        .values_list("tool", "file_path", "kind")[:RECENT_TOOL_CALLS]
+    )
     cwd = session.cwd
     files: list[str] = []
     for item in items:
@@ -154,26 +149,15 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
             memory_status="active",
             snippets=False,
         )
-        # The hits' rows, by a fixed statement: what Memory.objects.in_bulk(ids) reads.
-        # Always as many ids as the limit (the last repeated): one statement to prepare.
-        ids = [hit.id for hit in hits]
-        marks = ", ".join(["%s"] * MEMORIES_WITH_HINT)
-        padded = ids + ids[-1:] * (MEMORIES_WITH_HINT - len(ids))
-        read = rows.fetch(Memory, "m", f"WHERE m.id IN ({marks})", padded) if ids else []
-        by_id = {memory.id: memory for memory in read}
+        by_id = Memory.objects.in_bulk([hit.id for hit in hits])
         found = [by_id[hit.id] for hit in hits if hit.id in by_id]
     else:
-        found = rows.fetch(
-            Memory,
-            "m",
-            "WHERE m.agent_id = %s AND m.status = %s AND m.confidence >= %s "
-            "ORDER BY m.confidence DESC, m.updated_at DESC, m.id DESC LIMIT %s",
-            [
-                agent.pk,
-                Memory.Status.ACTIVE.value,
-                MIN_CONFIDENCE_WITHOUT_HINT,
-                MEMORIES_WITHOUT_HINT,
-            ],
+        found = list(
+            Memory.objects.filter(
+                agent=agent,
+                status=Memory.Status.ACTIVE,
+                confidence__gte=MIN_CONFIDENCE_WITHOUT_HINT,
+            ).order_by("-confidence", "-updated_at", "-id")[:MEMORIES_WITHOUT_HINT]
         )
     # Within the budget the highest confidence are kept first.
     return sorted(found, key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id))
@@ -243,41 +227,20 @@ def read_findings(
     call_columns: tuple[str, ...] = ("call_id",),
 ) -> list[Finding]:
     """The session's findings, newest first (by updated_at, then id), or with `after` the
-    first ones after that id (by id), by a fixed statement: what
-    `Finding.objects.filter(session=session).select_related("turn", "message", "tool_call")
-    .only(<its own columns>, "turn__iteration", "message__seq", <tool_call__ each of
-    call_columns>)` gives. Of the related rows only what the provenance names
+    first ones after that id (by id). Of the related rows only what the provenance names
     (finding_dict; the dashboard also shows the call's tool and query), not a message's
     content or a tool call's output; the session is the one given."""
-    cols = rows.columns(Finding, "f")
-    links = [
-        (Finding.turn.field, rows.columns(Turn, "t", ("id", "iteration"))),
-        (Finding.message.field, rows.columns(Message, "m", ("id", "seq"))),
-        (Finding.tool_call.field, rows.columns(ToolCall, "c", ("id", *call_columns))),
-    ]
-    order = "ORDER BY f.updated_at DESC, f.id DESC" if after is None else "ORDER BY f.id"
-    with rows.fixed_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {cols.sql}, {', '.join(linked.sql for _, linked in links)} "
-            f"FROM {Finding._meta.db_table} f "
-            f"LEFT JOIN {Turn._meta.db_table} t ON t.id = f.turn_id "
-            f"LEFT JOIN {Message._meta.db_table} m ON m.id = f.message_id "
-            f"LEFT JOIN {ToolCall._meta.db_table} c ON c.id = f.tool_call_id "
-            f"WHERE f.session_id = %s{'' if after is None else ' AND f.id > %s'} "
-            f"{order} LIMIT %s",
-            [session.pk, limit] if after is None else [session.pk, after, limit],
-        )
-        found = cursor.fetchall()
-    newest = cols.instances(found)
-    at = len(cols)
-    for link, linked in links:
-        # As select_related leaves it: the related row with only those columns, or None
-        # when the link is unset or its row is gone (the message link has no database
-        # constraint); the link's id stays as stored.
-        id_at = at + linked.attnames.index("id")
-        for finding, row, instance in zip(newest, found, linked.instances(found, at), strict=True):
-            link.set_cached_value(finding, None if row[id_at] is None else instance)
-        at += len(linked)
+    own = [f.name for f in Finding._meta.concrete_fields]
+    found = (
+        Finding.objects.filter(session=session)
+        .select_related("turn", "message", "tool_call")
+        .only(*own, "turn__iteration", "message__seq", *(f"tool_call__{c}" for c in call_columns))
+    )
+    if after is None:
+        found = found.order_by("-updated_at", "-id")
+    else:
+        found = found.filter(id__gt=after).order_by("id")
+    newest = list(found[:limit])
     for finding in newest:
         finding.session = session
     return newest
@@ -291,14 +254,13 @@ def assemble_context(
     record_access: bool = True,
     newest_findings: list[Finding] | None = None,
     write: Callable[[dict[str, Any]], Any] | None = None,
-    reader: MessageReader | None = None,
 ) -> Context:
     """`record_access=False` for people looking (the dashboard): reading then does not
     count as the agent accessing its memories. The summary of pruned history is computed
     either way, so a person sees exactly what the agent would get. `newest_findings`: the
-    caller has read them already (see findings_for_prompt). `write` and `reader`: how the
-    conversation's messages are read and written (restore_history's; message_dict's
-    shape by default)."""
+    caller has read them already (see findings_for_prompt). `write`: how the
+    conversation's messages are written (restore_history's; message_dict's shape by
+    default)."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
     budget = allocate_budget(
@@ -312,11 +274,10 @@ def assemble_context(
     )
 
     # Working: context items by confidence, then findings newest first.
-    items = rows.fetch(
-        ContextItem,
-        "i",
-        "WHERE i.session_id = %s ORDER BY i.confidence DESC, i.updated_at DESC, i.id DESC LIMIT %s",
-        [session.pk, MAX_WORKING_ITEMS],
+    items = list(
+        ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
+            :MAX_WORKING_ITEMS
+        ]
     )
     working = fit_lines(
         encoding,
@@ -368,7 +329,6 @@ def assemble_context(
         max_messages=agent.max_messages,
         max_tokens=effective.conversation,
         write=write,
-        reader=reader,
     )
     conversation = history["messages"]
     conversation_tokens = history["token_count"]

@@ -8,23 +8,21 @@ prunes what it returns and never deletes anything.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from memoryapp.core import rows
 from memoryapp.core.models import (
     SELF,
     Agent,
-    ApiKey,
     ExtractionJob,
     Finding,
     IdempotencyRecord,
@@ -399,8 +397,8 @@ def _append_in_one_statement(
 def _run_append(
     sql: str, params: dict[str, Any], idempotency_key: str | None, answer: Callable[[tuple], Any]
 ) -> Any:
-    """`answer` of the row of an append's one statement (_APPEND_PG, or it with the key's
-    lookup); None when the statement wrote nothing (no row).
+    """`answer` of the row of an append's one statement (_APPEND_PG); None when the
+    statement wrote nothing (no row).
 
     The statement is its own transaction (one round trip), with an Idempotency-Key the
     record of its answer too; inside a caller's transaction, a savepoint keeps that
@@ -408,7 +406,7 @@ def _run_append(
     nested = idempotency_key and connection.in_atomic_block
     try:
         with transaction.atomic() if nested else nullcontext():
-            with rows.binding_cursor() as cursor:
+            with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
             return None if row is None else answer(row)
@@ -470,79 +468,6 @@ def _statement_answer(row: tuple, agent: Agent, counts: list[int]) -> TurnStored
     return response
 
 
-@functools.cache
-def _append_with_key_pg() -> tuple[str, rows.Columns, rows.Columns]:
-    """_APPEND_PG with the API key's lookup in it (see append_turn_with_key): the agent is
-    the one whose usable key has the hash `key_hash`, if its encoding is `encoding`; the
-    key's last use is recorded (as ApiKey.touch does) when the turn is stored; the row
-    ends with the key's and the agent's columns."""
-    key_columns, agent_columns = rows.columns(ApiKey, "k"), rows.columns(Agent, "a")
-    lookup = (
-        f"WITH ka AS (\n    SELECT k.id AS ka_key, k.agent_id AS ka_agent, a.ttl_seconds AS"
-        f" ka_ttl, {key_columns.sql}, {agent_columns.sql}\n"
-        f"    FROM {ApiKey._meta.db_table} k JOIN {Agent._meta.db_table} a ON a.id = k.agent_id\n"
-        "    WHERE k.key_hash = %(key_hash)s AND k.revoked_at IS NULL"
-        " AND a.encoding = %(encoding)s\n), s AS ("
-    )
-    touch = (
-        f"), used AS (\n    UPDATE {ApiKey._meta.db_table} SET last_used_at = %(now)s\n"
-        "    WHERE id = (SELECT ka_key FROM ka) AND EXISTS (SELECT 1 FROM s)\n"
-        "      AND (last_used_at IS NULL OR last_used_at <= %(stale)s)\n)\n"
-    )
-    sql = (
-        _APPEND_PG.replace("WITH s AS (", lookup, 1)
-        .replace("%(agent_ttl)s", "(SELECT ka_ttl FROM ka)")
-        .replace("%(agent)s", "(SELECT ka_agent FROM ka)")
-        .replace(")\nSELECT s.*, j.id, (SELECT answer::text FROM a) FROM s, j\n", touch
-                 + "SELECT s.*, j.id, (SELECT answer::text FROM a), ka.* FROM s, j, ka\n")
-    )  # fmt: skip
-    assert sql.count("ka") > 8 and "%(agent" not in sql, "_APPEND_PG changed: see here"
-    return sql, key_columns, agent_columns
-
-
-def append_turn_with_key(
-    key_hash: str,
-    encoding: str,
-    key: str,
-    turn: TurnInput,
-    *,
-    idempotency_key: str | None = None,
-    request_hash: str = "",
-) -> tuple[ApiKey, TurnStored] | None:
-    """append_turn by the agent whose usable API key has `key_hash`, with the key's lookup
-    in the append's one statement: one round trip where authenticating and appending
-    took two. Tokens are counted in `encoding`, which must be the agent's.
-
-    Only the common case, and only on PostgreSQL: None when the statement does not apply
-    and wrote nothing, for any reason (no usable key of that hash, an agent with another
-    encoding, no live session of that key, the Idempotency-Key already used, tool calls
-    to write): the caller then authenticates and appends as before, and that way gives
-    each of those its answer. (The key, with its agent, and the answer otherwise.)
-
-    The key's row is written (its last use, once a minute) while the session's is
-    locked: deleting the agent at that moment (its keys before its sessions) can make
-    PostgreSQL end one of the two as a deadlock, the append answered 503 and not stored."""
-    if _ONE_STATEMENT.get(connection.vendor) is None or turn.tool_calls:
-        return None
-    counts, usage = _counted(encoding, turn)
-    sql, key_columns, agent_columns = _append_with_key_pg()
-    now = timezone.now()
-    params = {
-        **_statement_params(key, turn, counts, usage, idempotency_key, request_hash, now),
-        "key_hash": key_hash,
-        "encoding": encoding,
-        "stale": now - timedelta(seconds=settings.MEMORYAPP_KEY_TOUCH_SECONDS),
-    }
-
-    def answer(row: tuple) -> tuple[ApiKey, TurnStored]:
-        start = len(_RETURNED) + 2 + 3  # the session, job, answer; ka_key/_agent/_ttl
-        api_key = key_columns.instance(row, start)
-        api_key.agent = agent_columns.instance(row, start + len(key_columns))
-        return api_key, _statement_answer(row, api_key.agent, counts)
-
-    return _run_append(sql, params, idempotency_key, answer)
-
-
 def session_summary(session: Session) -> SessionSummary:
     return {
         "key": session.key,
@@ -561,37 +486,23 @@ def session_summary(session: Session) -> SessionSummary:
 _HISTORY_PAGE = 256
 
 
-class MessageReader(Protocol):
-    """How a restore reads messages: the select's columns (of table alias m), and what
-    makes each row the dict the restore keeps (its seq, role and token_count to choose
-    by; the rest as its caller writes it). rows.Columns is one: `.values()`' dicts."""
-
-    sql: str
-    dicts: Callable[[list[tuple]], list[dict[str, Any]]]
-
-
 def _message_rows(
-    where: str, params: list, order: str = "seq", reader: MessageReader | None = None
+    session: Session, fields: tuple[str, ...], order: str = "seq", *where: Q, **equal: Any
 ) -> list[dict[str, Any]]:
-    """The session's messages that `where` selects, as `reader` makes them (MESSAGE_FIELDS'
-    values by default), by a fixed statement (memoryapp.core.rows): every restore reads
-    this way, and compiling a queryset per page cost more than reading the page."""
-    reader = reader or rows.columns(Message, "m", MESSAGE_FIELDS)
-    with rows.fixed_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {reader.sql} FROM {Message._meta.db_table} m "
-            f"WHERE m.session_id = %s AND m.seq <= %s AND {where} ORDER BY {order}",
-            params,
-        )
-        return reader.dicts(cursor.fetchall())
+    """The `fields` of the session's messages that `where` selects, up to its count as
+    read (a concurrent append shows whole or not at all): values, not model instances, as
+    a whole history is thousands of rows."""
+    messages = Message.objects.filter(*where, session=session, **equal)
+    messages = messages.filter(seq__lte=session.message_count)
+    return list(messages.order_by(order).values(*fields))
 
 
 def _newest_first(
-    session: Session, limit: int, read: dict[int, dict[str, Any]], reader: MessageReader | None
+    session: Session, limit: int, read: dict[int, dict[str, Any]], fields: tuple[str, ...]
 ):
     """Yield the newest non-system messages' costs, newest first, reading at most
-    `limit` of them. Each message read is kept in `read` by seq (as `reader` makes it,
-    for the restore to write): the kept run is never read twice.
+    `limit` of them. Each message read is kept in `read` by seq (its `fields`, for the
+    restore to write): the kept run is never read twice.
 
     Read in windows of seq, newest first: `seq` is gapless, so a window of n seqs holds
     at most n messages whatever the planner believes. (A keyset page, `seq < x ORDER BY
@@ -602,10 +513,7 @@ def _newest_first(
     while remaining > 0 and high >= 0:
         low = max(0, high - min(_HISTORY_PAGE, remaining) + 1)
         page = _message_rows(
-            "m.seq >= %s AND m.role <> 'system'",
-            [session.pk, high, low],
-            "m.seq DESC",
-            reader,
+            session, fields, "-seq", ~Q(role=Message.Role.SYSTEM), seq__lte=high, seq__gte=low
         )
         for row in page:
             read[row["seq"]] = row
@@ -622,21 +530,21 @@ def _choose(
     session: Session,
     max_messages: int,
     max_tokens: int,
-    reader: MessageReader | None = None,
+    fields: tuple[str, ...] = (),
     everything: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], Run]:
     """The pruning rule over the stored session (memoryapp.lib.pruning): its system
     messages, every message read by seq, and the kept run. A session with no more
     messages than the limit and one is read all at once (restore_history reads one within
     the limit itself, to ask whether it all fits); a longer one reads its system messages,
-    then the newest others page by page until the run is chosen. `reader`: how each
-    message is read (MESSAGE_FIELDS' values by default). `everything`: the session's every
-    message (as `reader` makes them, oldest first), already read, for a session read all
-    at once."""
+    then the newest others page by page until the run is chosen. `fields`: what is read
+    of each message (MESSAGE_FIELDS by default). `everything`: the session's every
+    message (oldest first), already read, for a session read all at once."""
+    fields = fields or MESSAGE_FIELDS
     read: dict[int, dict[str, Any]] = {}
     if session.message_count <= max_messages + 1:
         if everything is None:
-            everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", reader)
+            everything = _message_rows(session, fields)
         system = [m for m in everything if m["role"] == Message.Role.SYSTEM]
         for m in everything:
             read[m["seq"]] = m
@@ -646,16 +554,9 @@ def _choose(
             if m["role"] != Message.Role.SYSTEM
         )
     else:
-        system = _message_rows(
-            # 'system' written in, not a parameter: a prepared statement's generic plan
-            # cannot use the partial index of system messages for a parameter's value.
-            "m.role = 'system'",
-            [session.pk, session.message_count],
-            "seq",
-            reader,
-        )
+        system = _message_rows(session, fields, role=Message.Role.SYSTEM)
         limit = max(0, max_messages - len(system)) + 1
-        newest_first = _newest_first(session, limit, read, reader)
+        newest_first = _newest_first(session, limit, read, fields)
     run = choose_run(
         newest_first,
         system_count=len(system),
@@ -672,19 +573,13 @@ def restore_history(
     max_messages: int,
     max_tokens: int,
     write: Callable[[dict[str, Any]], Any] | None = None,
-    reader: MessageReader | None = None,
-    everything: list[dict[str, Any]] | None = None,
 ) -> History:
     """The conversation pruned for the context window (see memoryapp.lib.pruning).
-    Values, not model instances: a whole history is thousands of rows. `reader`: how each
-    message is read (MESSAGE_FIELDS' values by default); `write`: how each kept message
-    is then written (message_dict by default; the API on PostgreSQL reads its JSON's
-    shape directly, api.answers.HISTORY_READER, and writes nothing more, elsewhere writes
-    history_message). `everything`: the session's every message as `reader` makes them,
-    already read (authentication reads them with the key: api.auth.messages_read); see
-    _choose."""
-    if everything is None and session.message_count <= max_messages:
-        everything = _message_rows("1 = 1", [session.pk, session.message_count], "seq", reader)
+    Values, not model instances: a whole history is thousands of rows. `write`: how each
+    kept message (its MESSAGE_FIELDS' values) is written (message_dict by default)."""
+    everything = None
+    if session.message_count <= max_messages:
+        everything = _message_rows(session, MESSAGE_FIELDS)
     if everything is not None:
         every_cost = ((m["role"], m["token_count"]) for m in everything)
         stored = keeps_all(every_cost, max_messages=max_messages, max_tokens=max_tokens)
@@ -695,7 +590,7 @@ def restore_history(
                 "pruned_count": session.message_count - len(everything),
                 "pruned_tokens": session.token_count - stored,
             }
-    system, read, run = _choose(session, max_messages, max_tokens, reader, everything)
+    system, read, run = _choose(session, max_messages, max_tokens, MESSAGE_FIELDS, everything)
     system_tokens = sum(m["token_count"] for m in system)
     kept = sorted([*system, *(read[seq] for seq in run.seqs)], key=lambda m: m["seq"])
     kept_tokens = system_tokens + run.tokens
@@ -712,9 +607,7 @@ def pruned_point(session: Session, *, max_messages: int, max_tokens: int) -> tup
     """(pruned_count, pruned_through) of `restore_history` with these limits, reading only
     what choosing the run needs of each message (no contents): what the worker's
     roll-ahead asks after every turn of a session past its limits."""
-    system, _, run = _choose(
-        session, max_messages, max_tokens, rows.columns(Message, "m", _COST_FIELDS)
-    )
+    system, _, run = _choose(session, max_messages, max_tokens, _COST_FIELDS)
     pruned_count = session.message_count - len(system) - len(run.seqs)
     return pruned_count, (run.seqs[0] - 1) if run.seqs else session.message_count
 

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
-from redis.exceptions import NoScriptError
 
 from memoryapp.lib.backoff import Backoff
 
@@ -56,46 +53,6 @@ def _fail_open(default: Any) -> Callable:
 
 def reset_cache_backoff() -> None:
     _cache_backoff.reset()
-    _forget_quiet(None)  # a read in flight keeps nothing it read before the reset
-
-
-# Counters this process read from Redis and found below their limit, with the moment
-# (time.monotonic) until which that answer stands without a round trip. For a request
-# that counts nothing in Redis (the key's and the address's limits off) the only thing
-# to ask is whether its address is locked out for wrong keys: a round trip on every
-# request, about 0.3 ms of each after an agent's pause here, for a counter that moves
-# only when a key is wrong. Asked again after MEMORYAPP_LOCKOUT_RECHECK_MS, at once
-# after this process counts that counter (a wrong key from the address), and at the
-# next window (a counter's name names its window). A lockout counted by another process
-# reaches this one within that time. Bounded: emptied when full.
-# A read sent before this process counts (in another thread) must not write its answer
-# after that count: every count moves _counts_seen, before it is sent and once it is
-# answered, and a read writes its answer only when _counts_seen is still what it was
-# when the read was sent (both under _quiet_lock).
-_quiet: dict[str, float] = {}
-_QUIET_LIMIT = 10_000
-_quiet_lock = threading.Lock()
-_counts_seen = 0
-
-
-def _forget_quiet(names: list[str] | None) -> None:
-    """Forget the kept answers of `names` (None: all of them), and move _counts_seen."""
-    global _counts_seen
-    with _quiet_lock:
-        _counts_seen += 1
-        if names is None:
-            _quiet.clear()
-        for name in names or ():
-            _quiet.pop(name, None)
-
-
-def _remember_quiet(name: str, seen: int, until: float) -> None:
-    with _quiet_lock:
-        if seen != _counts_seen:
-            return
-        if len(_quiet) >= _QUIET_LIMIT:
-            _quiet.clear()
-        _quiet[name] = until
 
 
 @dataclass(frozen=True)
@@ -119,36 +76,16 @@ def _window(limit: Limit, now: float) -> tuple[int, int]:
 
 def hit(scope: str, who: str, limit: Limit, *, now: float | None = None) -> int | None:
     """Count one request of `who` in `scope`: None when within the limit, else the
-    seconds until the window ends (fails open as start_hit_and_check does)."""
-    return start_hit_and_check(scope, who, limit, now=now).answer()[1]
+    seconds until the window ends (fails open as hit_and_check does)."""
+    return hit_and_check(scope, who, limit, now=now)[1]
 
 
 Counted = tuple[str, str, Limit]  # (scope, who, limit)
 
-
-_NOTHING = (None, None, None)
-
-
-class Pending:
-    """A count sent to the cache whose answer is read later (`answer()`, once): the
-    request's own work (the key's lookup in the database) runs while the cache answers."""
-
-    def __init__(self, finish: Callable[[], tuple[int | None, int | None, int | None]]):
-        self._finish = finish
-        self._answer: tuple[int | None, int | None, int | None] | None = None
-
-    @classmethod
-    def known(cls, answer: tuple[int | None, int | None, int | None]) -> Pending:
-        pending = cls(lambda: answer)
-        pending._answer = answer
-        return pending
-
-    def answer(self) -> tuple[int | None, int | None, int | None]:
-        if self._answer is None:
-            # Read once, even when reading fails: the connection is back in its pool.
-            self._answer = _NOTHING
-            self._answer = self._finish()
-        return self._answer
+# hit_and_check's answer: (refused by `check`, over `limit`, `also` over its limit), each
+# the seconds until its window ends, or None.
+Answer = tuple[int | None, int | None, int | None]
+_NOTHING: Answer = (None, None, None)
 
 
 def _failed(exc: Exception) -> None:
@@ -156,7 +93,7 @@ def _failed(exc: Exception) -> None:
     _cache_backoff.failed()
 
 
-def start_hit_and_check(
+def hit_and_check(
     scope: str,
     who: str,
     limit: Limit,
@@ -164,67 +101,42 @@ def start_hit_and_check(
     check: tuple[str, Limit] | None = None,
     also: Counted | None = None,
     now: float | None = None,
-) -> Pending:
+) -> Answer:
     """Count one request of `who` in `scope` and read, in the same round trip to the
     cache, whether `who` is at its limit in the scope `check` names (not counted
     there). `also` is counted in that round trip too, only when the request is not
     refused by `check` or `limit` (the request's API key, by its token's hash, before
-    the key is looked up: a refused request creates no counter). Sent now, answered by
-    the Pending's `answer()`: with Redis the script is on its way while the caller goes
-    on; in process memory it is already answered. The answer: (seconds until the
-    blocking window ends or None, seconds until this window ends when over `limit` or
-    None, the same for `also`). Fails open as the rest: a cache that fails answers
+    the key is looked up: a refused request creates no counter). The answer: (seconds
+    until the blocking window ends or None, seconds until this window ends when over
+    `limit` or None, the same for `also`). Fails open: a cache that fails answers that
     nothing is over."""
     now = time.time() if now is None else now
     read = None
     if check is not None and check[1].count > 0:
         read = (_name(check[0], who, check[1], now), check[1].count)
-    wanted = [(scope, who, limit, False)] + ([(*also, True)] if also is not None else [])
+    wanted = [(scope, who, limit)] + ([also] if also is not None else [])
     counted = [
-        (_name(s, w, lim, now), lim.seconds + 1, lim.count, conditional)
-        for s, w, lim, conditional in wanted
+        (_name(s, w, lim, now), lim.seconds + 1, lim.count, i > 0)
+        for i, (s, w, lim) in enumerate(wanted)
         if lim.count > 0
     ]
     if (read is None and not counted) or _cache_backoff.waiting():
-        return Pending.known(_NOTHING)
-    counted_names = [name for name, *_ in counted]
-    if counted_names:
-        _forget_quiet(counted_names)
-    # Only a read (nothing counted) may be answered by this process's earlier one.
-    recheck = settings.MEMORYAPP_LOCKOUT_RECHECK_MS / 1000 if not counted else 0
-    sent_at, seen = time.monotonic(), _counts_seen
-    if recheck > 0 and _quiet.get(read[0], 0.0) > sent_at:
-        return Pending.known(_NOTHING)
+        return _NOTHING
     try:
-        store = _counters()
-        finish = store.start_read_and_count(read, counted)
+        read_value, counts = _counters().read_and_count(read, counted)
     except Exception as exc:  # the cache's client raises its own connection errors
         _failed(exc)
-        return Pending.known(_NOTHING)
-
-    def answer() -> tuple[int | None, int | None, int | None]:
-        try:
-            read_value, counts = finish()
-        except Exception as exc:
-            _failed(exc)
-            return _NOTHING
-        finally:
-            if counted_names:
-                _forget_quiet(counted_names)
-        refused_by = None
-        if read is not None and read_value >= read[1]:
-            refused_by = max(1, _window(check[1], now)[1])
-        elif recheck > 0 and isinstance(store, _RedisCounters):
-            _remember_quiet(read[0], seen, sent_at + recheck)
-        overs: list[int | None] = []
-        for _, _, lim, _ in wanted:
-            over = None
-            if lim.count > 0 and counts.pop(0) > lim.count:
-                over = max(1, _window(lim, now)[1])
-            overs.append(over)
-        return refused_by, overs[0], (overs[1] if also is not None else None)
-
-    return Pending(answer)
+        return _NOTHING
+    refused_by = None
+    if read is not None and read_value >= read[1]:
+        refused_by = max(1, _window(check[1], now)[1])
+    overs: list[int | None] = []
+    for _, _, lim in wanted:
+        over = None
+        if lim.count > 0 and counts.pop(0) > lim.count:
+            over = max(1, _window(lim, now)[1])
+        overs.append(over)
+    return refused_by, overs[0], (overs[1] if also is not None else None)
 
 
 def _name(scope: str, who: str, limit: Limit, now: float) -> str:
@@ -265,13 +177,6 @@ class _CacheCounters:
             counts.append(n)
         return value, counts
 
-    def start_read_and_count(
-        self, read: Read, counted: Counters
-    ) -> Callable[[], tuple[int, list[int]]]:
-        """In process memory there is no round trip to overlap: counted now."""
-        answer = self.read_and_count(read, counted)
-        return lambda: answer
-
 
 # _CacheCounters.read_and_count in Redis, as one script: KEYS the counter read ('' for
 # none) then the counters; ARGV the read's limit, then each counter's timeout, limit and
@@ -296,51 +201,23 @@ return out
 
 
 class _RedisCounters:
-    """Counters in Redis, one round trip per request (a script, sent by its digest once
-    Redis has it). One client for the process, made once (Django's cache makes one per
-    command). The values are plain integers, which the cache's own get() reads back."""
+    """Counters in Redis, one round trip per request: a script, which redis-py sends by
+    its digest and sends whole when Redis does not have it (a restart, SCRIPT FLUSH).
+    One client for the process, made once (Django's cache makes one per command). The
+    values are plain integers, which the cache's own get() reads back."""
 
     def __init__(self) -> None:
         self.client = cache._cache.get_client(None, write=True)
         self.script = self.client.register_script(_READ_AND_COUNT)
 
-    def start_read_and_count(
-        self, read: Read, counted: Counters
-    ) -> Callable[[], tuple[int, list[int]]]:
-        """Send the script on a connection of the client's pool and answer a function
-        that reads its reply and puts the connection back (call it exactly once): the
-        caller's own round trips run while Redis answers. A script Redis does not have
-        (a restart, SCRIPT FLUSH) is sent whole, and Redis keeps it."""
+    def read_and_count(self, read: Read, counted: Counters) -> tuple[int, list[int]]:
         keys = [cache.make_and_validate_key(read[0]) if read else ""]
         args: list[int] = [read[1] if read else 0]
         for name, timeout, limit, conditional in counted:
             keys.append(cache.make_and_validate_key(name))
             args += [timeout, limit, int(conditional)]
-        pool = self.client.connection_pool
-        connection = pool.get_connection()
-        try:
-            connection.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
-        except BaseException:
-            connection.disconnect()
-            pool.release(connection)
-            raise
-
-        def finish() -> tuple[int, list[int]]:
-            try:
-                try:
-                    reply = connection.read_response()
-                except NoScriptError:
-                    connection.send_command("EVAL", self.script.script, len(keys), *keys, *args)
-                    reply = connection.read_response()
-            except BaseException:
-                connection.disconnect()  # a reply half read must not reach the next user
-                raise
-            finally:
-                pool.release(connection)
-            value, *counts = reply
-            return int(value), [int(n) for n in counts]
-
-        return finish
+        value, *counts = self.script(keys=keys, args=args)
+        return int(value), [int(n) for n in counts]
 
 
 _counter_store: _CacheCounters | _RedisCounters | None = None

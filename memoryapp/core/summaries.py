@@ -18,8 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from memoryapp.core import rows
-from memoryapp.core.models import Finding, Message, Session, ToolCall, Turn
+from memoryapp.core.models import Message, Session, ToolCall
 from memoryapp.core.shapes import Summary
 from memoryapp.lib import summarize
 from memoryapp.lib.extraction import ToolCallData, extract
@@ -110,34 +109,25 @@ def _said(session: Session, first: int, last: int) -> list[tuple[int, str, str, 
 
 
 def _calls(session: Session, first: int, last: int) -> list[ToolCall]:
-    """The tool calls of the turns that end in `first`..`last`, in order, by a fixed
-    statement: what `ToolCall.objects.filter(session=session, turn__last_seq__gte=first,
-    turn__last_seq__lte=last).select_related("turn", "finding").order_by("turn__iteration",
-    "id")` gives of the columns _events reads (`_CALL_FIELDS`; of the turn its iteration
-    and last seq, of the finding what it shows). A roll runs after every turn that grows
-    a session past its limits: compiling those querysets was most of its time."""
-    cols = rows.columns(ToolCall, "c", _CALL_FIELDS)
-    turn_cols = rows.columns(Turn, "t", ("id", "iteration", "last_seq"))
-    finding_cols = rows.columns(Finding, "f", ("id", "query", "file_path", "details"))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {cols.sql}, {turn_cols.sql}, {finding_cols.sql} "
-            f"FROM {ToolCall._meta.db_table} c "
-            f"JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
-            f"LEFT JOIN {Finding._meta.db_table} f ON f.id = c.finding_id "
-            "WHERE c.session_id = %s AND t.last_seq >= %s AND t.last_seq <= %s "
-            "ORDER BY t.iteration, c.id",
-            [session.pk, first, last],
+    """The tool calls of the turns that end in `first`..`last`, in order, with what
+    _events reads of each (`_CALL_FIELDS`; of the turn its iteration and last seq, of the
+    finding what it shows)."""
+    calls = list(
+        ToolCall.objects.filter(
+            session=session, turn__last_seq__gte=first, turn__last_seq__lte=last
         )
-        found = cursor.fetchall()
-    calls = cols.instances(found)
-    at = len(cols)
-    turns = turn_cols.instances(found, at)
-    findings = finding_cols.instances(found, at + len(turn_cols))
-    for call, turn, finding in zip(calls, turns, findings, strict=True):
-        call.turn = turn
-        # As select_related leaves it: None when the call has no finding.
-        ToolCall.finding.field.set_cached_value(call, finding if finding.pk is not None else None)
+        .select_related("turn", "finding")
+        .only(
+            *_CALL_FIELDS,
+            "turn__iteration",
+            "turn__last_seq",
+            "finding__query",
+            "finding__file_path",
+            "finding__details",
+        )
+        .order_by("turn__iteration", "id")
+    )
+    for call in calls:
         call.session = session
     return calls
 

@@ -29,10 +29,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 from kombu.exceptions import ChannelError
 
-from memoryapp.core import rows
 from memoryapp.core.models import (
     ContextItem,
     ExtractionJob,
@@ -240,14 +240,12 @@ def run_extraction(job_id: int) -> str:
             # them in (the session, then its jobs as it deletes them), so the two never
             # wait for each other in a circle. The session's evidence tally is read and
             # written under that lock.
-            session = rows.fetch_one_with(
-                Session,
-                "s",
-                "agent",
-                f"WHERE s.id = (SELECT session_id FROM {ExtractionJob._meta.db_table} "
-                "WHERE id = %s)",
-                [job_id],
-                lock=True,
+            of_job = ExtractionJob.objects.filter(pk=job_id).values("session_id")[:1]
+            session = (
+                Session.objects.select_related("agent")
+                .select_for_update(of=("self",))
+                .filter(id=Subquery(of_job))
+                .first()
             )
             job, has_calls = _locked_job(job_id) if session is not None else (None, False)
             if job is None:
@@ -256,7 +254,7 @@ def run_extraction(job_id: int) -> str:
                 return "skipped"
             turn = job.turn
             turn.session = session
-            messages = rows.fetch(Message, "m", "WHERE m.turn_id = %s ORDER BY m.seq", [turn.pk])
+            messages = list(Message.objects.filter(turn=turn).order_by("seq"))
             cwd = session.cwd
             observations: list = []
 
@@ -353,23 +351,21 @@ def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
     read in the statement's snapshot, not again after a wait for the job's lock: a turn's
     tool calls are written in the transaction that writes its job (conversation.py, the
     import), so none can appear after the job is there."""
-    job, has_calls = rows.fetch_one_with(
-        ExtractionJob,
-        "j",
-        "turn",
-        "WHERE j.id = %s",
-        [job_id],
-        lock=True,
-        extra=f"EXISTS (SELECT 1 FROM {ToolCall._meta.db_table} c WHERE c.turn_id = j.turn_id)",
+    job = (
+        ExtractionJob.objects.select_related("turn")
+        .select_for_update(of=("self",))
+        .annotate(has_calls=Exists(ToolCall.objects.filter(turn_id=OuterRef("turn_id"))))
+        .filter(pk=job_id)
+        .first()
     )
-    return job, bool(has_calls)
+    return job, bool(job is not None and job.has_calls)
 
 
 def _store_facts(calls: list[ToolCall]) -> None:
     """What extraction made of each call (its kind, fact, success and finding) written to
-    the calls: one fixed statement, sent for all of them at once (psycopg's executemany,
-    in a pipeline), where `bulk_update` compiled a CASE per row through the ORM each time
-    (a third of a one-call turn's extraction, in process)."""
+    the calls: one fixed statement, sent for all of them at once (executemany), where
+    `bulk_update` compiled a CASE per row through the ORM each time (a third of a
+    one-call turn's extraction, in process)."""
     if not calls:
         return
     sql = (
@@ -377,11 +373,8 @@ def _store_facts(calls: list[ToolCall]) -> None:
         "finding_id = %s WHERE id = %s"
     )
     values = [(c.kind, c.fact, c.fact_success, c.finding_id, c.pk) for c in calls]
-    with rows.fixed_cursor() as cursor:
-        if len(values) == 1:  # (a pipeline's own cost is more than it saves for one)
-            cursor.execute(sql, values[0])
-        else:
-            cursor.executemany(sql, values)
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, values)
 
 
 def _finish(
@@ -393,42 +386,23 @@ def _finish(
     context_items_set: int,
 ) -> None:
     """The job marked done and, when the turn changed it, the session's evidence tally
-    written: one statement on PostgreSQL (what `job.save()` and
-    `Session.objects.filter(pk=…).update(evidence=tally)` wrote, the values adapted by
-    their fields as the ORM adapts them)."""
-    field = ExtractionJob._meta.get_field
+    written."""
     job.status = ExtractionJob.Status.DONE
     job.attempts += 1
     job.findings_added, job.context_items_set = findings_added, context_items_set
     job.last_error, job.finished_at = "", timezone.now()
-    done = (
-        f"UPDATE {ExtractionJob._meta.db_table} SET status = %s, attempts = %s, "
-        "findings_added = %s, context_items_set = %s, last_error = '', finished_at = %s "
-        "WHERE id = %s"
+    job.save(
+        update_fields=[
+            "status",
+            "attempts",
+            "findings_added",
+            "context_items_set",
+            "last_error",
+            "finished_at",
+        ]
     )
-    params = [
-        ExtractionJob.Status.DONE.value,
-        job.attempts,
-        findings_added,
-        context_items_set,
-        field("finished_at").get_db_prep_save(job.finished_at, connection),
-        job.pk,
-    ]
-    evidence = f"UPDATE {Session._meta.db_table} SET evidence = %s WHERE id = %s"
-    evidence_params = (
-        [Session._meta.get_field("evidence").get_db_prep_save(tally, connection), session.pk]
-        if tally is not None
-        else []
-    )
-    with rows.fixed_cursor() as cursor:
-        if tally is None:
-            cursor.execute(done, params)
-        elif connection.vendor == "postgresql":
-            cursor.execute(f"WITH evidence AS ({evidence}) {done}", evidence_params + params)
-        else:
-            cursor.execute(evidence, evidence_params)
-            cursor.execute(done, params)
     if tally is not None:
+        Session.objects.filter(pk=session.pk).update(evidence=tally)
         session.evidence = tally
 
 
