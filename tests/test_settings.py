@@ -43,6 +43,11 @@ def test_database_urls():
         "6543",
         "mem",
     )
+    # A connect timeout unless the URL sets its own: an unreachable server is a 503 within
+    # seconds, not a request held for the whole outage.
+    assert pg["OPTIONS"] == {"connect_timeout": "5"}
+    own = parse_database_url("postgres://h/mem?connect_timeout=2&sslmode=require")
+    assert own["OPTIONS"] == {"connect_timeout": "2", "sslmode": "require"}
     for bad in ("mysql://x/y", "sqlite:///relative.db", "postgres://host:port/db", "postgres://h/"):
         with pytest.raises(ConfigError, match="DATABASE_URL"):
             parse_database_url(bad)

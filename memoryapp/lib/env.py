@@ -64,6 +64,10 @@ def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = 
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+# PostgreSQL's connect timeout unless DATABASE_URL sets one (?connect_timeout=N).
+CONNECT_TIMEOUT_SECONDS = 5
+
+
 def parse_database_url(url: str, name: str = "DATABASE_URL") -> dict:
     """Turn `sqlite:////abs/path.sqlite3` or `postgres://user:pw@host:port/db` into
     a Django DATABASES entry."""
@@ -88,6 +92,10 @@ def parse_database_url(url: str, name: str = "DATABASE_URL") -> dict:
         except ValueError:
             raise ConfigError(f"{name}: the port is not a number in {url!r}") from None
         options = dict(parse_qsl(parts.query))
+        # A server that does not answer (down, or a network partition) must not hold a
+        # request for the whole outage: after this many seconds the connection fails and
+        # the request is answered 503 (dashboard/middleware.py, the API's handler).
+        options.setdefault("connect_timeout", str(CONNECT_TIMEOUT_SECONDS))
         conn_max_age = options.pop("conn_max_age", "60")
         try:
             conn_max_age_value = int(conn_max_age)
