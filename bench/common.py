@@ -47,9 +47,10 @@ def server_env() -> dict[str, str]:
         # Plain HTTP on loopback, on purpose: no redirect to HTTPS, no HSTS.
         "SECURE_SSL_REDIRECT": "false",
         "SECURE_HSTS_SECONDS": "0",
-        # Benchmarks measure throughput from one address with one key: no rate limits.
-        "MEMORYAPP_RATE_LIMIT_KEY": "off",
-        "MEMORYAPP_RATE_LIMIT_ADDRESS": "off",
+        # Benchmarks send everything from one address with one key: limits too high to be
+        # reached, still counted on every request as in production.
+        "MEMORYAPP_RATE_LIMIT_KEY": "100000000/60",
+        "MEMORYAPP_RATE_LIMIT_ADDRESS": "100000000/60",
     }
 
 
