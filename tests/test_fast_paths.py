@@ -220,8 +220,34 @@ def as_ninja_writes(schema, body: dict) -> dict:
 
     from ninja.responses import NinjaJSONEncoder
 
-    dumped = schema.model_validate(body).model_dump(by_alias=True)
+    dumped = schema.model_validate(_sub_millisecond(body)).model_dump(by_alias=True)
     return json.loads(json.dumps(dumped, cls=NinjaJSONEncoder))
+
+
+def _sub_millisecond(value):
+    """`value` with every time written as `.000` given back the microseconds it had: the
+    encoder writes no fraction for a whole second, so `.000` means 1-999 µs, which
+    reading the text alone would turn into a whole second (and `Z`, not `.000Z`)."""
+    import re
+
+    if isinstance(value, dict):
+        return {k: _sub_millisecond(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sub_millisecond(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.000(Z|[+-]\d\d:\d\d)$",
+                      r"\1.000500\2", value)  # fmt: skip
+    return value
+
+
+def test_the_reference_keeps_a_time_written_within_a_millisecond_of_the_second():
+    """A time 1-999 µs past a second is written `.000Z` by ninja's encoder too: the
+    reference must not read it back as a whole second and expect `Z`."""
+    from memoryapp.api.schemas import HistoryMessageOut
+
+    message = {"seq": 1, "role": "user", "content": "hi", "token_count": 3,
+               "created_at": "2026-12-02T04:16:54.000Z"}  # fmt: skip
+    assert as_ninja_writes(HistoryMessageOut, message)["created_at"] == message["created_at"]
 
 
 def both_ways(schema, response):
