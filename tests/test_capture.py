@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,9 @@ STARTUP_SLACK = 2.5
 # The hook's budget in tests that count what one call stored (a call out of time leaves
 # the rest to the next one, tested on its own); the tests of the bound set their own.
 ROOMY_TIMEOUT = 30.0
+# How long a test waits for a process to get somewhere before it fails: only a bound on a
+# failure (a passing test waits for what it waits for, however slow the machine).
+FAILURE_DEADLINE = 60.0
 
 
 def lines_of(path: Path) -> list[str]:
@@ -88,6 +93,18 @@ def server(live_server, transactional_db) -> Server:
     return Server(live_server.url, ApiKey.issue(agent, name="hook")[1])
 
 
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen]]:
+    """What a test starts in the background (`hook`, `watch` with `background=`): at its
+    end, passed or failed, each process still running is killed, and each is reaped."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        with process:  # closes its pipes and waits for it
+            if process.poll() is None:
+                process.kill()
+
+
 def hook(
     path: Path,
     event: str = "PostToolUse",
@@ -98,11 +115,12 @@ def hook(
     timeout: float | None = None,
     stdin: str | None = None,
     args: tuple[str, ...] = (),
-    wait: bool = True,
+    background: list[subprocess.Popen] | None = None,
     **fields: str,
 ):
     """Run the hook as Claude Code does: a command, the event's JSON on stdin (`fields`
-    added to it, such as `last_assistant_message`)."""
+    added to it, such as `last_assistant_message`). With `background` (the `processes`
+    fixture), started and added to it, not waited for."""
     payload = {
         "session_id": path.stem,
         "transcript_path": str(path),
@@ -120,11 +138,11 @@ def hook(
     env["MEMORYAPP_CAPTURE_TIMEOUT"] = str(timeout or ROOMY_TIMEOUT)
     command = [sys.executable, "-m", "agents.capture", *args]
     text = json.dumps(payload) if stdin is None else stdin
-    if not wait:
+    if background is not None:
         with (state.parent / f"payload-{time.monotonic_ns()}.json").open("w+") as payload_file:
             payload_file.write(text)
             payload_file.seek(0)
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 command,
                 stdin=payload_file,
                 stdout=subprocess.PIPE,
@@ -133,6 +151,8 @@ def hook(
                 env=env,
                 cwd=path.parent,
             )
+        background.append(process)
+        return process
     started = time.monotonic()
     run = subprocess.run(
         command, input=text, capture_output=True, text=True, env=env, cwd=path.parent, timeout=60
@@ -353,7 +373,7 @@ def test_a_stop_hook_run_before_the_reply_is_written_waits_for_it_or_leaves_it(s
     assert snapshot("claude", log.stem) == snapshot("fresh", log.stem)
 
 
-def test_concurrent_hook_calls_store_nothing_twice(server, tmp_path):
+def test_concurrent_hook_calls_store_nothing_twice(server, tmp_path, processes):
     lines = lines_of(COVERAGE)
     log = tmp_path / "coverage-test-fix.jsonl"
     log.write_text("")
@@ -380,7 +400,7 @@ def test_concurrent_hook_calls_store_nothing_twice(server, tmp_path):
     while writer.is_alive():
         finish(
             [
-                hook(log, url=server.url, key=server.key, state=state, wait=False)
+                hook(log, url=server.url, key=server.key, state=state, background=processes)
                 for state in (*states, states[0])
             ]
         )
@@ -388,7 +408,14 @@ def test_concurrent_hook_calls_store_nothing_twice(server, tmp_path):
     # And the whole log's Stop, six times at once.
     finish(
         [
-            hook(log, "Stop", url=server.url, key=server.key, state=states[i % 2], wait=False)
+            hook(
+                log,
+                "Stop",
+                url=server.url,
+                key=server.key,
+                state=states[i % 2],
+                background=processes,
+            )
             for i in range(6)
         ]
     )
@@ -528,14 +555,43 @@ def test_a_log_not_written_yet_is_left_for_a_later_call(tmp_path):
 # --- python -m agents.watch ---------------------------------------------------------------
 
 
-def watch(folder: Path, server_url: str, key: str, state: Path, *args: str, wait: bool = True):
+@contextmanager
+def sigint_as_from_a_terminal() -> Iterator[None]:
+    """A child started meanwhile starts with SIGINT at its default, as a program run from a
+    terminal does, so Ctrl-C reaches it (Python makes it a KeyboardInterrupt). A child
+    inherits an ignored SIGINT, and pytest run in a script's background (`pytest &`) has it
+    ignored; caught here, it is reset to the default by the child's exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def watch(
+    folder: Path,
+    server_url: str,
+    key: str,
+    state: Path,
+    *args: str,
+    background: list[subprocess.Popen] | None = None,
+):
+    """`python -m agents.watch`, waited for; with `background` (the `processes` fixture),
+    started as from a terminal and added to it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYAPP_")}
     env |= {"MEMORYAPP_URL": server_url, "MEMORYAPP_KEY": key}
     command = [sys.executable, "-m", "agents.watch", str(folder), "--state-dir", str(state)]
-    if not wait:
-        return subprocess.Popen(
-            [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
+    if background is not None:
+        with sigint_as_from_a_terminal():
+            process = subprocess.Popen(
+                [*command, *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        background.append(process)
+        return process
     return subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -575,34 +631,40 @@ def test_watch_once_sends_each_session_of_a_folder(server, tmp_path):
     assert snapshot("claude", COVERAGE.stem) == snapshot("fresh", COVERAGE.stem)
 
 
-def test_watch_follows_a_growing_log_and_stops_cleanly_on_ctrl_c(server, tmp_path):
+def test_watch_follows_a_growing_log_and_stops_cleanly_on_ctrl_c(server, tmp_path, processes):
     lines = lines_of(COVERAGE)
     folder = tmp_path / "project"
     folder.mkdir()
     log = folder / COVERAGE.name
     log.write_text("".join(lines[:10]))
+    # However slow the machine, the latest model call never goes for the log being quiet.
+    options = ("--interval", "0.2", "--quiet", "3600")
     process = watch(
-        folder, server.url, server.key, tmp_path / "state", "--interval", "0.2", wait=False
+        folder, server.url, server.key, tmp_path / "state", *options, background=processes
     )
 
-    def stored_soon(expected: int) -> bool:
-        for _ in range(150):
-            if turns_stored(log.stem) == expected:
-                return True
-            time.sleep(0.1)
-        return False
+    def stored(expected: int) -> None:
+        deadline = time.monotonic() + FAILURE_DEADLINE
+        while (count := turns_stored(log.stem)) < expected:
+            if process.poll() is not None:
+                pytest.fail(f"the watcher exited ({process.returncode}): {process.communicate()}")
+            assert time.monotonic() < deadline, f"{count} of {expected} turns stored in time"
+            time.sleep(0.05)
+        assert count == expected
 
+    stored(finished_calls(lines[:10]))
+    with log.open("a") as handle:
+        handle.write("".join(lines[10:]))
+    stored(finished_calls(lines))
+    process.send_signal(signal.SIGINT)
     try:
-        assert stored_soon(finished_calls(lines[:10]))
-        with log.open("a") as handle:
-            handle.write("".join(lines[10:]))
-        assert stored_soon(finished_calls(lines))
-    finally:
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
+        stdout, stderr = process.communicate(timeout=FAILURE_DEADLINE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the watcher did not stop within {FAILURE_DEADLINE:g} s of a SIGINT")
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert stdout.strip().splitlines()[-1] == "stopped"
+    assert turns_stored(log.stem) == finished_calls(lines)  # nothing more before it stopped
 
 
 def test_a_log_the_server_refuses_does_not_hold_the_others_back(tmp_path, monkeypatch):
