@@ -61,6 +61,17 @@ def build_server(client: MemoryClient, session: str | None = None) -> Any:
             raise MemoryToolError("no session: pass `session`, or start the server with --session")
         return key
 
+    _add_memory_tools(server, client, call, session)
+    _add_session_tools(server, client, call, session_key)
+    return server
+
+
+Call = Callable[[Callable[[], Any]], Any]
+
+
+def _add_memory_tools(server: Any, client: MemoryClient, call: Call, session: str | None) -> None:
+    """The long-term memory tools: remember, recall, forget."""
+
     @server.tool()
     async def remember(
         content: str, memory_type: MemoryType = "fact", confidence: float = 0.8
@@ -96,6 +107,12 @@ def build_server(client: MemoryClient, session: str | None = None) -> Any:
         arguments = {"memory_id": memory_id, "reason": reason}
         answer = await call(lambda: client.call_tool("forget", arguments))
         return answer["result"]
+
+
+def _add_session_tools(
+    server: Any, client: MemoryClient, call: Call, session_key: Callable[[str | None], str]
+) -> None:
+    """The session-scoped tools: findings and the session's context."""
 
     @server.tool()
     async def check_finding(tool: str, query: str, session: str | None = None) -> str:
@@ -154,8 +171,6 @@ def build_server(client: MemoryClient, session: str | None = None) -> Any:
             lambda: client.set_context_item(key, name, value, confidence=confidence)
         )
         return f"{answer['key']} = {json.dumps(answer['value'], ensure_ascii=False)}"
-
-    return server
 
 
 def main(argv: list[str] | None = None) -> None:
