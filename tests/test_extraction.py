@@ -299,6 +299,15 @@ def test_grep_files_and_count_modes_and_no_matches():
     assert (none.fact, none.success) == ("No matches", True)
 
 
+def test_grep_count_of_one_file_and_content_without_line_numbers():
+    # ripgrep prints a bare count when one file was searched, and `path:text` without -n.
+    one = claude("Grep", {"pattern": "x", "path": "lib/a.ex", "output_mode": "count"}, "5")
+    assert one.fact == "5 matches in lib/a.ex"
+    output = "lib/a.ex:  x = 1\nlib/b.ex:  x = 2\nlib/b.ex:  y(x)"
+    lines = claude("Grep", {"pattern": "x", "output_mode": "content"}, output)
+    assert lines.fact == "3 matches in 2 files: lib/b.ex (2), lib/a.ex (1)"
+
+
 def test_a_shell_find_is_summarised_like_a_search():
     assert real("cc_find").fact.endswith(
         "ok: 9 files under /tmp/tmpqwh7888i: Justfile, .gitignore, Cargo.toml, src/list_utils.rs, …"

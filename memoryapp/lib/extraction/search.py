@@ -84,6 +84,21 @@ def parse(text: str, mode: str | None = None, scope: str = "") -> Matches:
     found = Matches(mode=mode or "content", truncated=bool(_TRUNCATED.search(text)))
     if match := _SWE_FOUND.search(text):
         return _parse_swe(text, match, found)
+    _read_headers(text, mode, found)
+    lines = _result_lines(text)
+    if found.mode == "files" or (mode is None and lines and all(map(looks_like_path, lines))):
+        _add_paths(lines, found)
+    elif mode == "count" or (mode is None and lines and all(_COUNT.match(x) for x in lines)):
+        _add_counts(lines, scope, found)
+    else:
+        for line in lines:
+            _add_content_line(line, scope, found)
+    return found
+
+
+def _read_headers(text: str, mode: str | None, found: Matches) -> None:
+    """Totals a search printed above its results (`Found 12 total occurrences across 3
+    files`, `Found 6 files`)."""
     if total := _FOUND_TOTAL.search(text):
         found.mode = "count"
         found.total, found.file_total = int(total.group(1)), int(total.group(2))
@@ -91,7 +106,12 @@ def parse(text: str, mode: str | None = None, scope: str = "") -> Matches:
     if header and mode in (None, "files"):
         found.mode = "files"
         found.file_total = int(header.group(1))
-    lines = [
+
+
+def _result_lines(text: str) -> list[str]:
+    """The output's lines that may be results: not blank, not a `--` group separator,
+    not a `Found ...` header."""
+    return [
         line
         for line in text.splitlines()
         if line.strip()
@@ -99,34 +119,41 @@ def parse(text: str, mode: str | None = None, scope: str = "") -> Matches:
         and not _FOUND_FILES.match(line)
         and not _FOUND_TOTAL.match(line)
     ]
-    if found.mode == "files" or (mode is None and lines and all(map(looks_like_path, lines))):
-        found.mode = "files"
-        for line in lines:
-            if looks_like_path(line):
-                found.add(line.strip())
-        return found
-    if mode == "count" or (mode is None and lines and all(_COUNT.match(x) for x in lines)):
-        found.mode = "count"
-        for line in lines:
-            if m := _COUNT.match(line):
-                found.add(m.group("path"), count=int(m.group("count")))
-            elif m := re.match(r"^(\d+)$", line.strip()):  # one file searched: just a number
-                found.add(scope or "(file)", count=int(m.group(1)))
-        return found
+
+
+def _add_paths(lines: list[str], found: Matches) -> None:
+    """A file list: one path a line."""
+    found.mode = "files"
     for line in lines:
-        if (m := _MATCH.match(line)) and looks_like_path(m.group("path")):
-            found.add(m.group("path"), int(m.group("line")))
-        elif (m := _CONTEXT.match(line)) and looks_like_path(m.group("path")):
-            continue  # a context line (-A/-B/-C), not a match
-        elif m := _LINE_MATCH.match(line):
-            found.add(scope or "(file)", int(m.group("line")))
-        elif _LINE_CONTEXT.match(line):
-            continue
-        elif (m := _PATH_TEXT.match(line)) and looks_like_path(m.group("path")):
-            found.add(m.group("path"))
-        else:
-            found.add(scope or "(file)")
-    return found
+        if looks_like_path(line):
+            found.add(line.strip())
+
+
+def _add_counts(lines: list[str], scope: str, found: Matches) -> None:
+    """Counts per file, `path:12`, or a bare number when one file was searched."""
+    found.mode = "count"
+    for line in lines:
+        if m := _COUNT.match(line):
+            found.add(m.group("path"), count=int(m.group("count")))
+        elif m := re.match(r"^(\d+)$", line.strip()):  # one file searched: just a number
+            found.add(scope or "(file)", count=int(m.group(1)))
+
+
+def _add_content_line(line: str, scope: str, found: Matches) -> None:
+    """One line of content mode: a match (`path:12:`, `12:`), a context line (`path-13-`,
+    `13-`, skipped), a path with its text, or a match in the searched file."""
+    if (m := _MATCH.match(line)) and looks_like_path(m.group("path")):
+        found.add(m.group("path"), int(m.group("line")))
+    elif (m := _CONTEXT.match(line)) and looks_like_path(m.group("path")):
+        return  # a context line (-A/-B/-C), not a match
+    elif m := _LINE_MATCH.match(line):
+        found.add(scope or "(file)", int(m.group("line")))
+    elif _LINE_CONTEXT.match(line):
+        return
+    elif (m := _PATH_TEXT.match(line)) and looks_like_path(m.group("path")):
+        found.add(m.group("path"))
+    else:
+        found.add(scope or "(file)")
 
 
 def _parse_swe(text: str, header: re.Match, found: Matches) -> Matches:
