@@ -125,7 +125,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # visibility_timeout: a message a killed worker held (acks late) goes back to the queue
-# after 5 minutes; the sweep redoes such a job within a minute (workers.SWEEP_QUEUED_AFTER).
+# after 5 minutes; the sweep redoes such a job within a minute (dispatch.SWEEP_QUEUED_AFTER).
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
     "socket_timeout": 5,

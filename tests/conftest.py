@@ -132,14 +132,14 @@ def in_process_tasks():
     """Tasks (extraction, cleanup) run in this process whatever REDIS_URL says: these tests
     have no worker. The integration tests use a real one."""
     from memoryapp import celery_app
-    from memoryapp.core import workers
+    from memoryapp.core import dispatch
 
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
-    workers.reset_broker_backoff()
+    dispatch.reset_broker_backoff()
     yield
     celery_app.conf.task_always_eager = previous
-    workers.reset_broker_backoff()
+    dispatch.reset_broker_backoff()
 
 
 @pytest.fixture

@@ -301,7 +301,7 @@ def test_a_stored_turn_is_answered_201_even_when_the_database_fails_right_after(
     extraction failed on the database that had just gone, and so did marking the job
     pending). Now the agent hears 201 (a retry would store the turn twice) and the job
     stays queued for the sweep."""
-    from memoryapp.core import workers
+    from memoryapp.core import dispatch
     from memoryapp.core.models import ExtractionJob, Turn
     from memoryapp.core.tasks import extract_turn
 
@@ -310,7 +310,7 @@ def test_a_stored_turn_is_answered_201_even_when_the_database_fails_right_after(
 
     monkeypatch.setattr(extract_turn, "apply_async", database_gone)
     monkeypatch.setattr(
-        workers.ExtractionJob.objects, "filter", lambda *a, **k: _Failing(database_gone)
+        dispatch.ExtractionJob.objects, "filter", lambda *a, **k: _Failing(database_gone)
     )
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(f"{BASE}/sessions/s/turns", turn_body())

@@ -39,7 +39,7 @@ from agents.importers import EXPORT, ExportFile, detect_format, load_transcript,
 from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.api import export as export_api
 from memoryapp.api import schemas
-from memoryapp.core import export, shapes, workers
+from memoryapp.core import dispatch, export, shapes, workers
 from memoryapp.core.models import (
     Agent,
     ApiKey,
@@ -691,7 +691,7 @@ def test_imported_turns_are_not_extracted_again(api, other_api, rich):
     state = (Finding.objects.count(), ContextItem.objects.count(), MemoryEvent.objects.count())
     for job in jobs.filter(status="done"):
         assert workers.run_extraction(job.pk) == "skipped"
-    workers.sweep_extractions(now=timezone.now() + timedelta(hours=1))  # nothing is pending
+    dispatch.sweep_extractions(now=timezone.now() + timedelta(hours=1))  # nothing is pending
     assert (
         Finding.objects.count(),
         ContextItem.objects.count(),

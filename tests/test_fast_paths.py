@@ -474,11 +474,11 @@ def test_the_extraction_job_is_published_after_the_answer_went_out(
     from django.core import signals
     from django.db import close_old_connections
 
-    from memoryapp.core import workers
+    from memoryapp.core import dispatch
 
     settings.CELERY_TASK_ALWAYS_EAGER = not broker
     published = []
-    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: published.append(job_id))
+    monkeypatch.setattr(dispatch, "dispatch_extraction", lambda job_id: published.append(job_id))
     for _ in range(2):  # the first creates the session (general path), the second does not
         published.clear()
         status, result = wsgi_append(api_key)
@@ -504,12 +504,12 @@ def test_the_worker_rolls_the_default_restores_summary_ahead(
     """With a broker, a turn's extraction job also rolls forward the summary the default
     restore answers, so the agent's next restore finds it current and writes nothing.
     Without one (extraction in the request) the restore rolls it, as before."""
-    from memoryapp.core import workers
+    from memoryapp.core import dispatch, workers
 
     agent.max_messages = 4
     agent.save()
     settings.CELERY_TASK_ALWAYS_EAGER = not broker
-    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: True)
+    monkeypatch.setattr(dispatch, "dispatch_extraction", lambda job_id: True)
     for n in range(4):
         api.post("/api/v1/sessions/s/turns", {"messages": [
             {"role": "user", "content": f"step {n}: run pytest -q in the repository"},
@@ -630,12 +630,12 @@ def test_the_worker_rolls_ahead_for_the_restore_the_agent_reads(
     /context (or /history) after each turn finds it current and writes nothing, where it
     used to roll it back from a checkpoint and store it on every call. The summary never
     covers a message the answer keeps."""
-    from memoryapp.core import workers
+    from memoryapp.core import dispatch, workers
 
     agent.token_budget = 2000  # conversation 1,250 tokens: about a dozen of these messages
     agent.save()
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    monkeypatch.setattr(workers, "dispatch_extraction", lambda job_id: True)
+    monkeypatch.setattr(dispatch, "dispatch_extraction", lambda job_id: True)
     words = "the parser splits the header on dots and the lexer keeps each token " * 5
     path = "/api/v1/sessions/s/context" if reads == "context" else "/api/v1/sessions/s/history"
 

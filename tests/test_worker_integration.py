@@ -19,7 +19,7 @@ from django.test import Client
 from django.utils import timezone
 
 from memoryapp import celery_app
-from memoryapp.core import workers
+from memoryapp.core import dispatch
 from memoryapp.core.models import Agent, ApiKey, ContextItem, ExtractionJob, Finding
 from memoryapp.core.tasks import extract_turn
 from tests.conftest import TOOL_OUTPUTS
@@ -120,7 +120,7 @@ def test_broker_down_then_recovery(worker, monkeypatch):
             return publish(*args, connection=dead, **kwargs)
 
     monkeypatch.setattr(extract_turn, "apply_async", through_a_dead_broker)
-    workers.reset_broker_backoff()
+    dispatch.reset_broker_backoff()
     started = time.monotonic()
     assert append(key, turn_body()).status_code == 201
     assert time.monotonic() - started < 30  # bounded by the connect timeout, not a hang
@@ -128,7 +128,7 @@ def test_broker_down_then_recovery(worker, monkeypatch):
     assert Finding.objects.count() == 0
     monkeypatch.undo()
     # The broker is back: the beat's sweep dispatches what could not be queued.
-    assert workers.sweep_extractions(now=timezone.now() + timedelta(minutes=1)) == 1
+    assert dispatch.sweep_extractions(now=timezone.now() + timedelta(minutes=1)) == 1
     wait_for(lambda: ExtractionJob.objects.filter(status="done").exists(), worker)
     assert Finding.objects.count() == 1 and ContextItem.objects.count() == 1
 
@@ -139,4 +139,4 @@ def test_the_sweep_reads_the_real_queue_length(worker):
     key = ApiKey.issue(Agent.objects.create(name="depth"))[1]
     assert append(key, turn_body()).status_code == 201
     wait_for(lambda: ExtractionJob.objects.filter(status="done").exists(), worker)
-    assert workers._broker_backlog() == 0
+    assert dispatch._broker_backlog() == 0

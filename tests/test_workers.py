@@ -14,7 +14,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from memoryapp import celery_app
-from memoryapp.core import cleanup, workers
+from memoryapp.core import cleanup, dispatch, workers
 from memoryapp.core.models import (
     Agent,
     ApiKey,
@@ -317,9 +317,9 @@ def test_broker_down_ingest_succeeds_and_the_sweep_catches_up(
     assert Message.objects.count() == 4
     monkeypatch.undo()
     # Too fresh for the sweep; then old enough.
-    assert workers.sweep_extractions() == 0
+    assert dispatch.sweep_extractions() == 0
     later = timezone.now() + timedelta(minutes=1)
-    assert workers.sweep_extractions(now=later) == 2
+    assert dispatch.sweep_extractions(now=later) == 2
     assert set(ExtractionJob.objects.values_list("status", flat=True)) == {"done"}
     assert Finding.objects.count() == 1  # same file read twice: one finding
 
@@ -605,13 +605,13 @@ def test_a_job_lost_from_the_broker_is_redone_within_a_minute_unless_a_backlog_h
     monkeypatch.undo()
     later = timezone.now() + timedelta(seconds=31)
     settings.CELERY_TASK_ALWAYS_EAGER = False  # as with a broker (the run stays in-process)
-    monkeypatch.setattr(workers, "_broker_backlog", lambda: 250)
-    assert workers.sweep_extractions(now=later) == 0  # a backlog: it may still come
-    monkeypatch.setattr(workers, "_broker_backlog", lambda: 0)
-    assert workers.sweep_extractions(now=timezone.now() + timedelta(seconds=20)) == 0
-    assert workers.sweep_extractions(now=later) == 1
+    monkeypatch.setattr(dispatch, "_broker_backlog", lambda: 250)
+    assert dispatch.sweep_extractions(now=later) == 0  # a backlog: it may still come
+    monkeypatch.setattr(dispatch, "_broker_backlog", lambda: 0)
+    assert dispatch.sweep_extractions(now=timezone.now() + timedelta(seconds=20)) == 0
+    assert dispatch.sweep_extractions(now=later) == 1
     assert ExtractionJob.objects.get().status == "done"
-    assert workers.sweep_extractions(now=later + timedelta(minutes=5)) == 0
+    assert dispatch.sweep_extractions(now=later + timedelta(minutes=5)) == 0
     assert Finding.objects.count() == 1
 
 
@@ -631,9 +631,9 @@ def test_the_embedded_setup_retries_pending_jobs_on_the_next_ingest(
         api.post(BASE + "/sessions/s1/turns", real_turn())
     assert ExtractionJob.objects.get().status == "pending"
     monkeypatch.undo()
-    workers.reset_broker_backoff()
+    dispatch.reset_broker_backoff()
     ExtractionJob.objects.update(created_at=timezone.now() - timedelta(minutes=2))
-    monkeypatch.setattr(workers, "_last_embedded_sweep", 0.0)
+    monkeypatch.setattr(dispatch, "_last_embedded_sweep", 0.0)
     with django_capture_on_commit_callbacks(execute=True):
         api.post(BASE + "/sessions/s2/turns", real_turn())
     assert sorted(ExtractionJob.objects.values_list("status", flat=True)) == ["done", "done"]
@@ -652,9 +652,9 @@ def test_lost_jobs_are_redone_under_load_beyond_what_the_queue_can_hold(
             api.post(BASE + f"/sessions/s{i}/turns", real_turn())
     monkeypatch.undo()
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    monkeypatch.setattr(workers, "_broker_backlog", lambda: 1)  # one may still be queued
+    monkeypatch.setattr(dispatch, "_broker_backlog", lambda: 1)  # one may still be queued
     later = timezone.now() + timedelta(seconds=31)
-    assert workers.sweep_extractions(now=later) == 2
+    assert dispatch.sweep_extractions(now=later) == 2
     statuses = list(ExtractionJob.objects.order_by("id").values_list("status", flat=True))
     assert statuses == ["done", "done", "queued"]
 

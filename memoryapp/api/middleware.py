@@ -39,7 +39,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostE
 from ninja.parser import Parser
 
 from memoryapp.api.auth import address_refusal
-from memoryapp.core import workers
+from memoryapp.core import dispatch
 
 AMS_PREFIX = "/ams/"
 MCP_PREFIX = "/mcp/"
@@ -90,10 +90,10 @@ class AfterAnswerMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not _is_api(request):
             return self.get_response(request)
-        with workers.collect_after_answer() as later:
+        with dispatch.collect_after_answer() as later:
             response = self.get_response(request)
         if later:  # run when the server closes the response, after sending it
-            response._resource_closers.append(lambda: workers.run_after_answer(later))
+            response._resource_closers.append(lambda: dispatch.run_after_answer(later))
         return response
 
 

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from memoryapp.core import search
 from memoryapp.core.conversation import pruned_through, restore_history
+from memoryapp.core.dispatch import after_answer
 from memoryapp.core.models import (
     ContextItem,
     Finding,
@@ -37,7 +38,6 @@ from memoryapp.core.models import (
 )
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
-from memoryapp.core.workers import after_answer
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget

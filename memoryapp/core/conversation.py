@@ -20,6 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memoryapp.core.dispatch import dispatch_after_answer
 from memoryapp.core.models import (
     SELF,
     Agent,
@@ -33,7 +34,6 @@ from memoryapp.core.models import (
     Turn,
 )
 from memoryapp.core.shapes import History, HistoryMessage, SessionSummary, TurnStored
-from memoryapp.core.workers import dispatch_after_answer
 from memoryapp.lib import tokens
 from memoryapp.lib.pruning import MessageCost, Run, choose_run, keeps_all
 

@@ -66,6 +66,7 @@ from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.ams.schemas import MEMORY_ID_PREFIX
 from memoryapp.core.context import finding_dict, memory_dict
 from memoryapp.core.conversation import message_dict, session_summary
+from memoryapp.core.dispatch import dispatch_extraction
 from memoryapp.core.models import (
     SELF,
     Agent,
@@ -82,7 +83,6 @@ from memoryapp.core.models import (
     Turn,
 )
 from memoryapp.core.shapes import FindingShape, HistoryMessage, MemoryShape, SessionSummary, Totals
-from memoryapp.core.workers import dispatch_extraction
 from memoryapp.lib import tokens
 
 FORMAT = "memoryapp-export"

@@ -1,13 +1,15 @@
-"""Celery tasks: thin wrappers that take ids and call memoryapp.core.workers and
-memoryapp.core.cleanup. Late acknowledgement (settings) so a worker that dies mid-task
-leaves the message for another; transient database errors retry with backoff."""
+"""Celery tasks: thin wrappers that take ids and call memoryapp.core.workers,
+memoryapp.core.dispatch and memoryapp.core.cleanup. Late acknowledgement (settings) so a
+worker that dies mid-task leaves the message for another; transient database errors retry
+with backoff. Nothing of memoryapp imports this module but the app's ready() (which
+registers the tasks) and the dashboard's cleanup page: the dispatch names extract_turn."""
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.db import DatabaseError
 
-from memoryapp.core import cleanup, workers
+from memoryapp.core import cleanup, dispatch, workers
 
 
 @shared_task(
@@ -23,7 +25,7 @@ def extract_turn(job_id: int) -> str:
 
 @shared_task
 def sweep_extractions() -> int:
-    return workers.sweep_extractions()
+    return dispatch.sweep_extractions()
 
 
 @shared_task(autoretry_for=(DatabaseError,), retry_backoff=5, retry_jitter=True, max_retries=3)
