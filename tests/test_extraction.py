@@ -616,6 +616,36 @@ def test_issue_tracker_commands_are_digested():
 
 
 @pytest.mark.parametrize(
+    "tool,query,output,success,details,fact,ok",
+    [
+        (
+            "Bash",
+            '{"command": "sleep 999"}',
+            "Command timed out after 2m 0.0s",
+            None,
+            {"interrupted": True},
+            "`sleep 999` timed out: Command timed out after 2m 0.0s",
+            False,
+        ),
+        (
+            "execute_bash",
+            "foo --version",
+            "bash: foo: command not found",
+            None,
+            None,
+            "`foo --version` failed: bash: foo: command not found",
+            False,
+        ),
+        ("Bash", '{"command": "true"}', "", True, None, "`true` ok: no output", True),
+    ],
+    ids=["timed out", "no exit status, failed", "reported success, no output"],
+)
+def test_a_shell_command_without_an_exit_status(tool, query, output, success, details, fact, ok):
+    finding = extract(ToolCallData(tool, query, output, success, details=details))
+    assert (finding.fact, finding.success) == (fact, ok)
+
+
+@pytest.mark.parametrize(
     "command,written",
     [
         ("sed -i 's/a/b/' lib/q.ex", ["/app/lib/q.ex"]),
@@ -628,6 +658,11 @@ def test_issue_tracker_commands_are_digested():
         ("git stash", ["*"]),
         ("mix test 2>&1 | tail -5", []),
         ("bd close x --reason 'done; > all good'", []),
+        ("FOO=1 tee -a out.log", ["/app/out.log"]),
+        ("mv old.ex new.ex && cp a.ex b.ex lib/", ["/app/old.ex", "/app/new.ex", "/app/lib"]),
+        ("echo x >>log.txt", ["/app/log.txt"]),
+        ("git restore lib/a.ex", ["*"]),
+        ("install -m 644 app.conf /etc/app.conf", ["/etc/app.conf"]),
     ],
 )
 def test_files_a_shell_command_writes(command, written):

@@ -546,44 +546,61 @@ def written_paths(command: str, cwd: str = "") -> list[str]:
 
     here = cwd
     found: list[str] = []
-
-    def add(path: str) -> None:
-        if path and path != "/dev/null" and not path.startswith("-"):
-            found.append(normalize_path(path, here))
-
     for words in kinds.command_segments(command):
         while words and re.match(r"^\w+=", words[0]):
             words = words[1:]
         if not words:
             continue
-        program, line = words[0].rsplit("/", 1)[-1], " ".join(words)
-        if program == "cd" and len(words) > 1:
+        if words[0].rsplit("/", 1)[-1] == "cd" and len(words) > 1:
             here = normalize_path(words[1], here)
             continue
-        for index, word in enumerate(words):
-            if word in (">", ">>") and index + 1 < len(words):
-                add(words[index + 1])
-            elif re.match(r"^>>?[^>&]", word):
-                add(word.lstrip(">"))
-        operands = [w for w in words[1:] if not w.startswith("-") and w not in (">", ">>")]
-        if _GIT_PATHS.match(line) and "--" in words:
-            for path in words[words.index("--") + 1 :]:
-                add(path)
-        elif _BROAD_WRITERS.match(line) or (program == "git" and line.startswith("git restore")):
+        paths = _segment_writes(words)
+        if paths is None:
             return ["*"]
-        elif program in ("sed", "perl") and any(re.match(r"^-\w*i", w) for w in words[1:]):
-            scripts = {i + 1 for i, w in enumerate(words) if w in ("-e", "--expression")}
-            rest = [
-                w for i, w in enumerate(words[1:], 1) if i not in scripts and not w.startswith("-")
-            ]
-            for path in rest if scripts else rest[1:]:
-                add(path)
-        elif program in ("tee", "touch", "rm", "mv", "truncate"):
-            for path in operands:
-                add(path)
-        elif program in ("cp", "install") and operands:
-            add(operands[-1])
+        found.extend(
+            normalize_path(path, here)
+            for path in paths
+            if path and path != "/dev/null" and not path.startswith("-")
+        )
     return list(dict.fromkeys(found))[:MAX_WRITES]
+
+
+def _segment_writes(words: list[str]) -> list[str] | None:
+    """The paths one simple command writes, in the order its words name them (redirections
+    first); None when it may rewrite any file."""
+    program, line = words[0].rsplit("/", 1)[-1], " ".join(words)
+    paths = _redirect_targets(words)
+    operands = [w for w in words[1:] if not w.startswith("-") and w not in (">", ">>")]
+    if _GIT_PATHS.match(line) and "--" in words:
+        paths += words[words.index("--") + 1 :]
+    elif _BROAD_WRITERS.match(line) or (program == "git" and line.startswith("git restore")):
+        return None
+    elif program in ("sed", "perl") and any(re.match(r"^-\w*i", w) for w in words[1:]):
+        paths += _in_place_edit_paths(words)
+    elif program in ("tee", "touch", "rm", "mv", "truncate"):
+        paths += operands
+    elif program in ("cp", "install") and operands:
+        paths.append(operands[-1])
+    return paths
+
+
+def _redirect_targets(words: list[str]) -> list[str]:
+    """The files of `> path`, `>> path`, `>path` and `>>path`."""
+    targets = []
+    for index, word in enumerate(words):
+        if word in (">", ">>") and index + 1 < len(words):
+            targets.append(words[index + 1])
+        elif re.match(r"^>>?[^>&]", word):
+            targets.append(word.lstrip(">"))
+    return targets
+
+
+def _in_place_edit_paths(words: list[str]) -> list[str]:
+    """The files of `sed -i`/`perl -pi`: the operands after the script, which is the first
+    operand unless given by `-e`/`--expression`."""
+    scripts = {i + 1 for i, w in enumerate(words) if w in ("-e", "--expression")}
+    rest = [w for i, w in enumerate(words[1:], 1) if i not in scripts and not w.startswith("-")]
+    return rest if scripts else rest[1:]
 
 
 # --- the fact ----------------------------------------------------------------------------
@@ -601,23 +618,7 @@ def extract(call: ToolCallData) -> Fact:
         details["exit"] = status
 
     summaries = run_summaries(text)
-    if call.detail("interrupted") is True or _TIMED_OUT.search(call.output[-400:]):
-        ok, status_text = False, "timed out"
-    elif status is not None:
-        # grep-like programs exit 1 when they find nothing: that is an answer, not a failure
-        no_matches = status == 1 and program in kinds.SEARCH_COMMANDS and not text.strip()
-        ok, status_text = status == 0 or no_matches, f"exit {status}"
-        # `mix test | tail -5` exits with tail's status: the runner's own summary decides.
-        ok = ok and all(s.passed for s in summaries)
-    elif call.success is not None:
-        ok = call.success and all(s.passed for s in summaries)
-        status_text = "ok" if ok else "failed"
-    else:
-        ok = "Traceback (most recent call last)" not in text and not re.search(
-            r"command not found|No such file or directory", text[:300]
-        )
-        ok = ok and all(s.passed for s in summaries)  # no exit status: the runner's word
-        status_text = "ok" if ok else "failed"
+    ok, status_text = _outcome(call, status, program, text, summaries)
     if summaries:
         details["run"] = [
             {
@@ -630,20 +631,45 @@ def extract(call: ToolCallData) -> Fact:
             for s in summaries
         ]
         body = "; ".join(s.describe() for s in summaries[:2])
-    elif program in kinds.SEARCH_COMMANDS and (status in (0, 1, None)):
-        if program in ("ls", "tree"):
-            body = search.summarize_listing(text)
-        elif not text.strip():
-            body = "No matches"
-        else:
-            body = search.describe(
-                search.parse(text, "files" if program in ("find", "fd") else None)
-            )
-    elif digest := _git_digest(words, text):
-        body = digest
-    elif text.strip() in ("", "Your command ran successfully and did not produce any output."):
-        body = "no output"
     else:
-        body = tail_line(" / ".join(last_lines(text, 3)), TAIL_LIMIT)
+        body = _output_body(program, status, words, text)
     fact = f"`{one_line(kinds.compact_command(command), COMMAND_LIMIT)}` {status_text}: {body}"
     return Fact(fact, ok, call.file_path, details)
+
+
+def _outcome(
+    call: ToolCallData, status: int | None, program: str, text: str, summaries: list[RunSummary]
+) -> tuple[bool, str]:
+    """Whether the command succeeded, and the word for it (`exit 1`, `ok`, `timed out`)."""
+    if call.detail("interrupted") is True or _TIMED_OUT.search(call.output[-400:]):
+        return False, "timed out"
+    if status is not None:
+        # grep-like programs exit 1 when they find nothing: that is an answer, not a failure
+        no_matches = status == 1 and program in kinds.SEARCH_COMMANDS and not text.strip()
+        ok = status == 0 or no_matches
+        # `mix test | tail -5` exits with tail's status: the runner's own summary decides.
+        return ok and all(s.passed for s in summaries), f"exit {status}"
+    if call.success is not None:
+        ok = call.success and all(s.passed for s in summaries)
+    else:
+        ok = "Traceback (most recent call last)" not in text and not re.search(
+            r"command not found|No such file or directory", text[:300]
+        )
+        ok = ok and all(s.passed for s in summaries)  # no exit status: the runner's word
+    return ok, "ok" if ok else "failed"
+
+
+def _output_body(program: str, status: int | None, words: list[str], text: str) -> str:
+    """What the output says when no test runner summarised it: a listing or search, a git
+    digest, `no output`, or its last lines."""
+    if program in kinds.SEARCH_COMMANDS and (status in (0, 1, None)):
+        if program in ("ls", "tree"):
+            return search.summarize_listing(text)
+        if not text.strip():
+            return "No matches"
+        return search.describe(search.parse(text, "files" if program in ("find", "fd") else None))
+    if digest := _git_digest(words, text):
+        return digest
+    if text.strip() in ("", "Your command ran successfully and did not produce any output."):
+        return "no output"
+    return tail_line(" / ".join(last_lines(text, 3)), TAIL_LIMIT)
