@@ -54,6 +54,20 @@ def extract(call: ToolCallData) -> Fact:
         entries = [line.strip() for line in text[match.end() :].splitlines() if line.strip()]
         return Fact(f"directory: {plural(len(entries), 'entry', 'entries')}", True, path)
 
+    source, first, last, total = _lines_read(call, text)
+    details: dict = {"lines": [first, last, total]}
+    language = language_of(path)
+    if language:
+        details["language"] = language
+    size = _size(first, last, total)
+    if not source.strip():
+        return Fact(f"{size}; empty" if size else "empty file", True, path, details)
+    return _content_fact(path, source, language, size, details)
+
+
+def _lines_read(call: ToolCallData, text: str) -> tuple[str, int | None, int | None, int | None]:
+    """(the file's text without wrappers and line numbers, the first and last line shown,
+    the file's length in lines when known)."""
     total = None
     if match := SWE_FILE_HEADER.search(text):
         total = int(match.group(2))
@@ -76,15 +90,12 @@ def extract(call: ToolCallData) -> Fact:
         first, last = (1, count) if count else (None, None)
     if isinstance(total, int) and last is not None:
         last = min(last, total) if total else last
-    details: dict = {"lines": [first, last, total]}
+    return source, first, last, total
 
-    language = language_of(path)
-    if language:
-        details["language"] = language
-    size = _size(first, last, total)
-    if not source.strip():
-        return Fact(f"{size}; empty" if size else "empty file", True, path, details)
 
+def _content_fact(path: str, source: str, language: str | None, size: str, details: dict) -> Fact:
+    """What a non-empty file is: a manifest's project, the definitions, a document's
+    headings, or just its size."""
     if manifest := read_manifest(path, source):
         details["manifest"] = {
             "language": manifest.language,
