@@ -81,6 +81,27 @@ def _changes(call: ToolCallData) -> tuple[int | None, int | None, str]:
 def extract(call: ToolCallData) -> Fact:
     path = _path(call)
     text = call.clean
+    if refused := _refusal(call, path, text):
+        return refused
+    created = _is_creation(call, text)
+    added, removed, new_text = _changes(call)
+    details: dict[str, Any] = {"created": created}
+    where = path or "a file"
+    if created:
+        lines = _line_count(new_text) or added
+        details["lines_added"] = lines
+        fact = f"created {where}" + (f" ({plural(lines, 'line')})" if lines else "")
+    else:
+        fact = _edited(where, added, removed, text, details)
+    touched = definitions(path, new_text)[:4] if new_text and path else []
+    if touched:
+        names = ", ".join(d.name for d in touched)
+        fact += f"; {'defines' if created else 'touches'} {names}"
+    return Fact(fact, True, path, details)
+
+
+def _refusal(call: ToolCallData, path: str, text: str) -> Fact | None:
+    """The fact of an edit that was rejected (SWE-agent's linter) or failed, else None."""
     if _SWE_REJECTED.search(text):
         reason = m.group(1) if (m := _SWE_ERRORS.search(text)) else "syntax error"
         prefix = f"edit of {path} rejected" if path else "edit rejected"
@@ -90,37 +111,35 @@ def extract(call: ToolCallData) -> Fact:
         return failure(call, path, prefix=where)
     if _EDIT_FAILED.search(text[:300]):
         return failure(call, path, prefix=where)
+    return None
 
+
+def _is_creation(call: ToolCallData, text: str) -> bool:
+    """Whether the call created the file rather than changed it."""
     name = call.tool.strip().casefold()
     command = (call.args or {}).get("command")
-    created = (
+    return (
         call.detail("type") == "create"
         or command == "create"
         or bool(_CREATED.search(text))
         or (name in CREATE_TOOLS and call.detail("type") is None and "updated" not in text[:200])
     )
-    added, removed, new_text = _changes(call)
-    details: dict[str, Any] = {"created": created}
-    where = path or "a file"
-    if created:
-        lines = _line_count(new_text) or added
-        details["lines_added"] = lines
-        fact = f"created {where}" + (f" ({plural(lines, 'line')})" if lines else "")
-    else:
-        fact = f"edited {where}"
-        change = []
-        if added is not None:
-            change.append(f"+{added}")
-            details["lines_added"] = added
-        if removed is not None:
-            change.append(f"−{removed}")
-            details["lines_removed"] = removed
-        if change:
-            fact += f" ({'/'.join(change)} lines)"
-        if match := SWE_FILE_HEADER.search(text):
-            fact += f", now {plural(int(match.group(2)), 'line')}"
-    touched = definitions(path, new_text)[:4] if new_text and path else []
-    if touched:
-        names = ", ".join(d.name for d in touched)
-        fact += f"; {'defines' if created else 'touches'} {names}"
-    return Fact(fact, True, path, details)
+
+
+def _edited(
+    where: str, added: int | None, removed: int | None, text: str, details: dict[str, Any]
+) -> str:
+    """`edited a.py (+3/−1 lines), now 40 lines`, recording the counts in `details`."""
+    fact = f"edited {where}"
+    change = []
+    if added is not None:
+        change.append(f"+{added}")
+        details["lines_added"] = added
+    if removed is not None:
+        change.append(f"−{removed}")
+        details["lines_removed"] = removed
+    if change:
+        fact += f" ({'/'.join(change)} lines)"
+    if match := SWE_FILE_HEADER.search(text):
+        fact += f", now {plural(int(match.group(2)), 'line')}"
+    return fact
