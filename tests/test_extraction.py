@@ -544,6 +544,41 @@ def test_json_api_outputs_are_unwrapped_and_summarised():
     assert finding_from_tool("x_for_api", "{}", disabled).success is False
 
 
+@pytest.mark.parametrize(
+    "answer,fact,success",
+    [
+        (
+            {
+                "data": {
+                    "id": 7,
+                    "icon_url": "x.png",
+                    "name": "Lisbon",
+                    "population": "545000",
+                    "country": "PT",
+                    "team_id": 3,
+                }
+            },
+            "name=Lisbon, country=PT, population=545000, id=7",
+            True,
+        ),
+        ({"success": False, "message": "quota used up"}, "error: quota used up", False),
+        ({"ok": False}, "error: failed", False),
+        ({"errors": [], "result": {"title": "Done", "score": 9}}, "title=Done, score=9", True),
+        ({"detail": "Invalid API key"}, "error: Invalid API key", False),
+    ],
+    ids=[
+        "key fields, decoration left out, id last",
+        "success false",
+        "ok false",
+        "empty errors",
+        "a lone failure message",
+    ],
+)
+def test_json_envelopes_and_key_fields(answer, fact, success):
+    finding = finding_from_tool("x_for_api", "{}", json.dumps(answer))
+    assert (finding.fact, finding.success) == (fact, success)
+
+
 def test_other_text_is_one_bounded_line_never_the_raw_output():
     finding = real("swe_decompile")
     assert len(finding.fact) <= 240 and "\n" not in finding.fact

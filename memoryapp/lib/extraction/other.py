@@ -71,21 +71,31 @@ def _filled(value: Any) -> bool:
 def _key_fields(item: dict, count: int = 4) -> str:
     """The fields a person would read first: names, then numbers and short texts."""
     keys = [k for k in KEY_FIELDS if k in item and _scalar(item[k]) and _filled(item[k])]
-    numbers = [
-        k for k, v in item.items()
-        if k not in keys and isinstance(v, int | float) and not isinstance(v, bool)
-        or (isinstance(v, str) and re.fullmatch(r"-?\d+(?:\.\d+)?", v or "") and k not in keys)
-    ]  # fmt: skip
+    numbers = _number_fields(item, keys)
     rest = [
         k
         for k, v in item.items()
         if k not in keys and k not in numbers and _scalar(v) and _filled(v)
     ]
-    chosen = [k for k in keys + numbers + rest if not NOISE_FIELDS.search(k) or k in ("id", "uuid")]
-    chosen = [k for k in chosen if k not in ("id", "uuid")] + [
+    chosen = _ids_last(keys + numbers + rest)
+    return ", ".join(f"{k}={_show(item[k])}" for k in chosen[:count])
+
+
+def _number_fields(item: dict, keys: list[str]) -> list[str]:
+    """The fields, other than `keys`, that hold a number or a numeric text."""
+    return [
+        k for k, v in item.items()
+        if k not in keys and isinstance(v, int | float) and not isinstance(v, bool)
+        or (isinstance(v, str) and re.fullmatch(r"-?\d+(?:\.\d+)?", v or "") and k not in keys)
+    ]  # fmt: skip
+
+
+def _ids_last(fields: list[str]) -> list[str]:
+    """The fields without decoration (icons, urls, foreign ids), an `id` or `uuid` last."""
+    chosen = [k for k in fields if not NOISE_FIELDS.search(k) or k in ("id", "uuid")]
+    return [k for k in chosen if k not in ("id", "uuid")] + [
         k for k in chosen if k in ("id", "uuid")
     ]
-    return ", ".join(f"{k}={_show(item[k])}" for k in chosen[:count])
 
 
 def _name(item: Any) -> str:
@@ -176,11 +186,8 @@ def unwrap(value: Any) -> tuple[Any, str | None]:
             value = parsed
         if not isinstance(value, dict):
             return value, None
-        error = value.get("error") or value.get("errors")
-        if error and not (isinstance(error, dict | list) and not any(error)):
-            return value, one_line(_show(error, 200) if not isinstance(error, str) else error, 200)
-        if value.get("success") is False or value.get("ok") is False:
-            return value, one_line(str(value.get("message") or value.get("msg") or "failed"), 200)
+        if (error := _envelope_error(value)) is not None:
+            return value, error
         inner = [k for k in value if k in WRAPPERS]
         rest = [
             k for k in value if k not in WRAPPERS and k not in ("error", "errors", *STATUS_FIELDS)
@@ -188,14 +195,29 @@ def unwrap(value: Any) -> tuple[Any, str | None]:
         if len(inner) == 1 and not rest:
             value = value[inner[0]]
             continue
-        if set(value) <= {"message", "msg", "detail", "error"} and isinstance(
-            value.get("message") or value.get("msg") or value.get("detail"), str
-        ):
-            message = value.get("message") or value.get("msg") or value.get("detail")
-            if _FAILURE_WORDS.search(message):
-                return value, one_line(message, 200)
-        return value, None
+        return value, _failure_message(value)
     return value, None
+
+
+def _envelope_error(value: dict) -> str | None:
+    """The error an envelope reports (`error`, `errors`, `success: false`, `ok: false`)."""
+    error = value.get("error") or value.get("errors")
+    if error and not (isinstance(error, dict | list) and not any(error)):
+        return one_line(_show(error, 200) if not isinstance(error, str) else error, 200)
+    if value.get("success") is False or value.get("ok") is False:
+        return one_line(str(value.get("message") or value.get("msg") or "failed"), 200)
+    return None
+
+
+def _failure_message(value: dict) -> str | None:
+    """A lone message (`{"message": "Invalid API key"}`) when its words say it failed."""
+    if set(value) <= {"message", "msg", "detail", "error"} and isinstance(
+        value.get("message") or value.get("msg") or value.get("detail"), str
+    ):
+        message = value.get("message") or value.get("msg") or value.get("detail")
+        if _FAILURE_WORDS.search(message):
+            return one_line(message, 200)
+    return None
 
 
 def summarize_json(text: str) -> Fact | None:
