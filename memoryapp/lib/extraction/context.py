@@ -316,44 +316,58 @@ def observations_for_call(
     """What one tool call says about the project and the work."""
     found: list[Observation] = []
     details = details or {}
-    shown = relative(file_path, cwd)
     if kind in (READ, EDIT) and file_path and success:
-        verb = "read" if kind == READ else ("created" if details.get("created") else "edited")
-        if language := _language(file_path):
-            found.append(
-                Observation("primary_language", language, 1.0 if kind == READ else 2.0,
-                            f"{verb} {shown}", unique=file_path)
-            )  # fmt: skip
-        if kind == EDIT and not _NOISE_PATH.search(shown) and not shown.startswith("/tmp/"):
-            found.append(Observation("active_file", shown, 1.0, f"{verb} {shown}", rank=2))
-        hints = {name for pattern, name in PATH_FRAMEWORKS if pattern.search(file_path)}
-        if kind == READ and output:
-            hints |= {name for pattern, name in CONTENT_FRAMEWORKS if pattern.search(output)}
-        for framework in sorted(hints):
-            found.append(
-                Observation("framework", framework, 1.0, f"{verb} {shown}", unique=file_path)
-            )
+        found.extend(_file_observations(kind, file_path, relative(file_path, cwd), details, output))
     manifest = details.get("manifest") if kind == READ else None
     if isinstance(manifest, dict):
-        name = file_path.rsplit("/", 1)[-1]
-        if manifest.get("language"):
-            found.append(
-                Observation("primary_language", manifest["language"], 5.0,
-                            f"{name} manifest", unique="manifest:" + file_path)
-            )  # fmt: skip
-        for framework in manifest.get("frameworks") or []:
-            found.append(
-                Observation("framework", framework, 5.0, f"{name} depends on it", unique=file_path)
-            )
-        if manifest.get("test_command"):
-            found.append(
-                Observation("test_command", manifest["test_command"], 1.0,
-                            f"{name} declares it", unique=file_path)
-            )  # fmt: skip
+        found.extend(_manifest_observations(file_path, manifest))
     if kind in (SHELL, BOOKKEEPING) and command:
         found.extend(_command_observations(kind, command, details, output))
         for path in written_paths(command, cwd):
             found.append(Observation("written", path, 0.0, one_line(command, 80)))
+    return found
+
+
+def _file_observations(
+    kind: str, file_path: str, shown: str, details: dict, output: str
+) -> list[Observation]:
+    """A file read or edited: its language, the active file, the frameworks its path (and a
+    read's text) point to."""
+    found: list[Observation] = []
+    verb = "read" if kind == READ else ("created" if details.get("created") else "edited")
+    if language := _language(file_path):
+        found.append(
+            Observation("primary_language", language, 1.0 if kind == READ else 2.0,
+                        f"{verb} {shown}", unique=file_path)
+        )  # fmt: skip
+    if kind == EDIT and not _NOISE_PATH.search(shown) and not shown.startswith("/tmp/"):
+        found.append(Observation("active_file", shown, 1.0, f"{verb} {shown}", rank=2))
+    hints = {name for pattern, name in PATH_FRAMEWORKS if pattern.search(file_path)}
+    if kind == READ and output:
+        hints |= {name for pattern, name in CONTENT_FRAMEWORKS if pattern.search(output)}
+    for framework in sorted(hints):
+        found.append(Observation("framework", framework, 1.0, f"{verb} {shown}", unique=file_path))
+    return found
+
+
+def _manifest_observations(file_path: str, manifest: dict) -> list[Observation]:
+    """A manifest read: the project's language, frameworks and test command."""
+    found: list[Observation] = []
+    name = file_path.rsplit("/", 1)[-1]
+    if manifest.get("language"):
+        found.append(
+            Observation("primary_language", manifest["language"], 5.0,
+                        f"{name} manifest", unique="manifest:" + file_path)
+        )  # fmt: skip
+    for framework in manifest.get("frameworks") or []:
+        found.append(
+            Observation("framework", framework, 5.0, f"{name} depends on it", unique=file_path)
+        )
+    if manifest.get("test_command"):
+        found.append(
+            Observation("test_command", manifest["test_command"], 1.0,
+                        f"{name} declares it", unique=file_path)
+        )  # fmt: skip
     return found
 
 
