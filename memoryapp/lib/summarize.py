@@ -245,6 +245,18 @@ def render(state: dict | None) -> list[str]:
     """The summary's lines, most important first, within `MAX_LINES` and `MAX_CHARS`."""
     if not is_state(state):
         return []
+    lines = [*_scope_lines(state), *_file_and_test_lines(state), *_note_lines(state)]
+    lines += _command_lines(state)
+    kept: list[str] = []
+    for line in lines:
+        if len(kept) >= MAX_LINES or len("\n".join([*kept, line])) > MAX_CHARS:
+            break
+        kept.append(line)
+    return kept
+
+
+def _scope_lines(state: dict) -> list[str]:
+    """The task, and which messages the summary covers and which it does not yet."""
     lines: list[str] = []
     if state["task"]:
         lines.append(f"Task: {state['task']}")
@@ -256,6 +268,12 @@ def render(state: dict | None) -> list[str]:
         )
     for first, last in state.get("unsummarised") or []:
         lines.append(f"Messages {first}–{last} are not summarised yet.")
+    return lines
+
+
+def _file_and_test_lines(state: dict) -> list[str]:
+    """The files created and edited, and the last test run."""
+    lines: list[str] = []
     if state["created"]:
         lines.append(f"Files created: {_listing(state['created'])}")
     if state["edited"]:
@@ -268,14 +286,21 @@ def render(state: dict | None) -> list[str]:
             f"Tests ({verdict}, message {tests['seq']}): `{tests['command']}`: "
             f"{tests['result']}{first}"
         )
-    for problem in state["problems"][::-1]:
-        lines.append(f"Open problem: {problem['text']}")
-    for decision in state["decisions"][::-1]:
-        lines.append(f"Decision: {decision}")
-    for note in state["progress"][::-1]:
-        lines.append(f"Progress: {note}")
-    for instruction in state["instructions"][::-1]:
-        lines.append(f"Later instruction: {instruction}")
+    return lines
+
+
+def _note_lines(state: dict) -> list[str]:
+    """Open problems, decisions, progress and later instructions, newest first."""
+    return [
+        *(f"Open problem: {problem['text']}" for problem in state["problems"][::-1]),
+        *(f"Decision: {decision}" for decision in state["decisions"][::-1]),
+        *(f"Progress: {note}" for note in state["progress"][::-1]),
+        *(f"Later instruction: {instruction}" for instruction in state["instructions"][::-1]),
+    ]
+
+
+def _command_lines(state: dict) -> list[str]:
+    """The last few commands that are not tests, bookkeeping, git or an open problem."""
     shown = {p["text"] for p in state["problems"]}  # a failing command is already there
     commands = [
         c
@@ -285,11 +310,4 @@ def render(state: dict | None) -> list[str]:
         and not c.get("fact", "").startswith("`git")
         and one_line(c.get("fact", ""), SENTENCE_CHARS) not in shown
     ]
-    for command in commands[:4]:
-        lines.append(f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}")
-    kept: list[str] = []
-    for line in lines:
-        if len(kept) >= MAX_LINES or len("\n".join([*kept, line])) > MAX_CHARS:
-            break
-        kept.append(line)
-    return kept
+    return [f"Ran: {one_line(command['fact'], SENTENCE_CHARS)}" for command in commands[:4]]
