@@ -452,18 +452,7 @@ def _elixir_head(head: Node) -> str | None:
 
 def _elixir(node: Node, enclosing: _Named | None, ctx: _Context) -> _Named | None:
     if node.type == "unary_operator":  # @type t :: ..., @callback render(t) :: iodata
-        if _text(node.children[0]) != "@" or node.child_by_field_name("operand") is None:
-            return None
-        attribute = node.child_by_field_name("operand")
-        kind, public = _EX_TYPES.get(_elixir_keyword(attribute), ("", False))
-        arguments = _elixir_arguments(attribute)
-        if not kind or not arguments:
-            return None
-        spec = arguments[0]
-        if spec.type == "binary_operator":
-            spec = spec.child_by_field_name("left") or spec
-        name = _elixir_head(spec)
-        return _Named(name, kind, public) if name else None
+        return _elixir_attribute(node)
     keyword = _elixir_keyword(node)
     arguments = _elixir_arguments(node)
     module = enclosing.name if enclosing is not None and enclosing.kind == "module" else ""
@@ -480,7 +469,27 @@ def _elixir(node: Node, enclosing: _Named | None, ctx: _Context) -> _Named | Non
         return _Named(f"{module}.{name}" if module else name, "module", True)
     if keyword == "defprotocol":
         return _Named(name, "protocol", True)
-    # defimpl Proto, for: Type (inside a module `for:` defaults to that module)
+    return _elixir_impl(name, arguments, module)
+
+
+def _elixir_attribute(node: Node) -> _Named | None:
+    """`@type t :: ...`, `@callback render(t) :: iodata`: a type or a callback."""
+    if _text(node.children[0]) != "@" or node.child_by_field_name("operand") is None:
+        return None
+    attribute = node.child_by_field_name("operand")
+    kind, public = _EX_TYPES.get(_elixir_keyword(attribute), ("", False))
+    arguments = _elixir_arguments(attribute)
+    if not kind or not arguments:
+        return None
+    spec = arguments[0]
+    if spec.type == "binary_operator":
+        spec = spec.child_by_field_name("left") or spec
+    name = _elixir_head(spec)
+    return _Named(name, kind, public) if name else None
+
+
+def _elixir_impl(name: str, arguments: list[Node], module: str) -> _Named:
+    """`defimpl Proto, for: Type` (inside a module `for:` defaults to that module)."""
     target = module
     for argument in arguments[1:]:
         if argument.type == "keywords":
@@ -730,23 +739,34 @@ def _c_family(node: Node, enclosing: _Named | None, ctx: _Context) -> _Named | N
     if node.type == "preproc_function_def":
         return _Named(_field(node, "name"), "macro", True)
     if node.type in ("type_definition", "alias_declaration"):
-        if node.type == "alias_declaration":
-            name = _field(node, "name")
-        else:
-            name = _typedef_name(node)
-        if not name:
-            return None
-        shape = node.child_by_field_name("type")
-        kind = "type"
-        if (
-            shape is not None
-            and shape.type in _C_TYPE_KINDS
-            and shape.child_by_field_name("name") is None
-            and shape.child_by_field_name("body") is not None
-        ):
-            kind = _C_TYPE_KINDS[shape.type]  # typedef struct { ... } memo_entry;
-        return _Named(name, kind, True)
+        return _c_type_alias(node)
     # function_definition, declaration, field_declaration
+    return _c_function(node, enclosing, ctx)
+
+
+def _c_type_alias(node: Node) -> _Named | None:
+    """`typedef ... name;` and C++'s `using name = ...;`: a type, or the struct, union or
+    enum it names when it defines one without a name of its own."""
+    if node.type == "alias_declaration":
+        name = _field(node, "name")
+    else:
+        name = _typedef_name(node)
+    if not name:
+        return None
+    shape = node.child_by_field_name("type")
+    kind = "type"
+    if (
+        shape is not None
+        and shape.type in _C_TYPE_KINDS
+        and shape.child_by_field_name("name") is None
+        and shape.child_by_field_name("body") is not None
+    ):
+        kind = _C_TYPE_KINDS[shape.type]  # typedef struct { ... } memo_entry;
+    return _Named(name, kind, True)
+
+
+def _c_function(node: Node, enclosing: _Named | None, ctx: _Context) -> _Named | None:
+    """A function or method, defined or declared (a constructor by its class's name)."""
     declarator = _function_declarator(node)
     if declarator is None:
         return None
