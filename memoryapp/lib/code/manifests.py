@@ -259,20 +259,8 @@ def _pyproject(text: str) -> Manifest | None:
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
-    requirements: list[str] = []
-    for key in ("dependencies",):
-        if isinstance(project.get(key), list):
-            requirements += [str(item) for item in project[key]]
-    for extra in (project.get("optional-dependencies") or {}).values():
-        requirements += [str(item) for item in extra] if isinstance(extra, list) else []
-    for group in (data.get("dependency-groups") or {}).values():
-        requirements += [item for item in group if isinstance(item, str)]
-    names = [_requirement_name(requirement) for requirement in requirements]
-    poetry_groups = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
-    poetry_groups += [g.get("dependencies") for g in (poetry.get("group") or {}).values()]
-    for group in poetry_groups:
-        if isinstance(group, dict):
-            names += [name for name in group if name.lower() != "python"]
+    names = [_requirement_name(requirement) for requirement in _pep_requirements(project, data)]
+    names += _poetry_dependencies(poetry)
     dependencies = _unique(names)
     python = _string(project.get("requires-python"))
     if python is None and isinstance(poetry.get("dependencies"), dict):
@@ -291,6 +279,31 @@ def _pyproject(text: str) -> Manifest | None:
         frameworks_of(dependencies),
         python,
     )
+
+
+def _pep_requirements(project: dict, data: dict) -> list[str]:
+    """The requirement strings of `[project]` (dependencies, optional ones) and of
+    `[dependency-groups]`."""
+    requirements: list[str] = []
+    for key in ("dependencies",):
+        if isinstance(project.get(key), list):
+            requirements += [str(item) for item in project[key]]
+    for extra in (project.get("optional-dependencies") or {}).values():
+        requirements += [str(item) for item in extra] if isinstance(extra, list) else []
+    for group in (data.get("dependency-groups") or {}).values():
+        requirements += [item for item in group if isinstance(item, str)]
+    return requirements
+
+
+def _poetry_dependencies(poetry: dict) -> list[str]:
+    """The package names of `[tool.poetry]`'s dependencies, dev ones and groups (not python)."""
+    names: list[str] = []
+    poetry_groups = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
+    poetry_groups += [g.get("dependencies") for g in (poetry.get("group") or {}).values()]
+    for group in poetry_groups:
+        if isinstance(group, dict):
+            names += [name for name in group if name.lower() != "python"]
+    return names
 
 
 def _requirements(text: str, file: str) -> Manifest | None:
