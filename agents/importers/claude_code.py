@@ -333,31 +333,7 @@ class Conversation:
             self.problems.append((number, "an assistant event without readable content; skipped"))
             return
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        texts: list[str] = []
-        calls: list[dict[str, Any]] = []
-        records: list[ToolCall] = []
-        for index, block in enumerate(blocks if isinstance(blocks, list) else []):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
-            elif kind in ("tool_use", "server_tool_use"):
-                call_id = str(block.get("id") or f"toolu_line{number}_{index}")
-                if self.builder.call(call_id) is not None:
-                    continue  # a block repeated by a later line of the same call
-                name = str(block.get("name") or "unknown")
-                arguments = block.get("input")
-                arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
-                if kind == "tool_use":  # server tools run inside the API call: no tool message
-                    calls.append(function_call(call_id, name, arguments))
-                records.append(tool_record(name, arguments, call_id, _file_path(name, arguments)))
-            elif isinstance(kind, str) and kind.endswith("_tool_result"):
-                record = self.builder.call(str(block.get("tool_use_id") or ""))
-                if record is not None:
-                    self.builder.set_result(record, text_of(block.get("content")), True)
-            elif kind == "image":
-                texts.append(image_placeholder(block))
+        texts, calls, records = self._assistant_blocks(number, blocks)
         model = message.get("model")
         model = model if isinstance(model, str) and model and model != "<synthetic>" else None
         usage = _usage(message.get("usage")) if model else None
@@ -373,7 +349,61 @@ class Conversation:
             if message_id:
                 self._by_message_id[message_id] = turn
             return
-        # Another line of a model call already seen: merge it into that call's turn.
+        self._merge(turn, texts, calls, records, usage, model)
+
+    def _assistant_blocks(
+        self, number: int, blocks: Any
+    ) -> tuple[list[str], list[dict[str, Any]], list[ToolCall]]:
+        """(the texts, the tool calls of the message, the tool calls' records) of one
+        assistant line's blocks; results of server tools are set on their records."""
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        records: list[ToolCall] = []
+        for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind in ("tool_use", "server_tool_use"):
+                self._tool_use(f"toolu_line{number}_{index}", block, calls, records)
+            elif isinstance(kind, str) and kind.endswith("_tool_result"):
+                record = self.builder.call(str(block.get("tool_use_id") or ""))
+                if record is not None:
+                    self.builder.set_result(record, text_of(block.get("content")), True)
+            elif kind == "image":
+                texts.append(image_placeholder(block))
+        return texts, calls, records
+
+    def _tool_use(
+        self,
+        fallback_id: str,
+        block: dict[str, Any],
+        calls: list[dict[str, Any]],
+        records: list[ToolCall],
+    ) -> None:
+        """A `tool_use` or `server_tool_use` block, added to `calls` and `records` unless a
+        later line of the same call repeats it."""
+        call_id = str(block.get("id") or fallback_id)
+        if self.builder.call(call_id) is not None:
+            return  # a block repeated by a later line of the same call
+        name = str(block.get("name") or "unknown")
+        arguments = block.get("input")
+        arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
+        if block.get("type") == "tool_use":  # server tools run inside the API call: no tool message
+            calls.append(function_call(call_id, name, arguments))
+        records.append(tool_record(name, arguments, call_id, _file_path(name, arguments)))
+
+    def _merge(
+        self,
+        turn: TurnBody,
+        texts: list[str],
+        calls: list[dict[str, Any]],
+        records: list[ToolCall],
+        usage: Usage | None,
+        model: str | None,
+    ) -> None:
+        """Another line of a model call already seen, merged into that call's turn."""
         assistant = turn["messages"][-1]
         if texts:
             assistant["content"] = "\n".join(t for t in (assistant["content"], *texts) if t)
@@ -535,15 +565,56 @@ def load(
     index = index or SubagentIndex()
     lines, problems = read_lines(path)
     if is_subagent_file(path):
-        session, conversation = _session(key or "", lines, problems, {"file": path.name})
-        parent = conversation.metadata.get("sessionId")
-        agent_id = _agent_id(path, conversation.metadata)
-        session.key = key or f"{session_key(parent or 'unknown')}:agent-{agent_id}"
-        if parent:
-            session.metadata["parent_session"] = session_key(parent)
-        return [session], [path]
+        return [_subagent_file_session(path, key, lines, problems)], [path]
 
     main_key = key or session_key(path.stem)
+    main_lines, sidechains, progress = _split_sidechains(lines)
+    main, conversation = _session(main_key, main_lines, problems, {"file": path.name})
+    sessions = [main]
+    session_id = conversation.metadata.get("sessionId")
+
+    def subagent(agent_id: str, sub_lines: Lines, sub_problems: list[Problem], name: str) -> None:
+        sub_key = agent_id if agent_id.startswith("sidechain-") else f"agent-{agent_id}"
+        sub, _ = _session(f"{main_key}:{sub_key}", sub_lines, sub_problems, {"file": name})
+        sub.metadata["parent_session"] = main_key
+        if agent_id in conversation.task_calls:
+            sub.metadata["parent_tool_call"] = conversation.task_calls[agent_id]
+        sessions.append(sub)
+
+    files = _subagent_files(path, session_id, index)
+    with_files = {_agent_id(file, {}) for file in files}
+    for group, group_lines in sidechains.items():
+        if group not in with_files:  # a subagent's own log, when there is one, is whole
+            subagent(group, group_lines, [], path.name)
+    for group, group_lines in progress.items():
+        if group not in with_files and group not in sidechains:
+            subagent(group, group_lines, [], path.name)
+    read: list[Path] = []
+    for file in files:
+        if file in read or file == path:
+            continue
+        sub_lines, sub_problems = read_lines(file)
+        subagent(_agent_id(file, {}), sub_lines, sub_problems, file.name)
+        read.append(file)
+    return sessions, read
+
+
+def _subagent_file_session(
+    path: Path, key: str | None, lines: Lines, problems: list[Problem]
+) -> ImportedSession:
+    """A subagent's own log, read alone: keyed under its parent session."""
+    session, conversation = _session(key or "", lines, problems, {"file": path.name})
+    parent = conversation.metadata.get("sessionId")
+    agent_id = _agent_id(path, conversation.metadata)
+    session.key = key or f"{session_key(parent or 'unknown')}:agent-{agent_id}"
+    if parent:
+        session.metadata["parent_session"] = session_key(parent)
+    return session
+
+
+def _split_sidechains(lines: Lines) -> tuple[Lines, dict[str, Lines], dict[str, Lines]]:
+    """(the main conversation's lines, the inline subagents' lines by group, the relayed
+    subagent messages by agent id)."""
     main_lines: Lines = []
     sidechains: dict[str, Lines] = {}
     progress: dict[str, Lines] = {}
@@ -566,18 +637,11 @@ def load(
                 spoken = True
             group = f"sidechain-{roots}"
         sidechains.setdefault(group, []).append((number, event))
-    main, conversation = _session(main_key, main_lines, problems, {"file": path.name})
-    sessions = [main]
-    session_id = conversation.metadata.get("sessionId")
+    return main_lines, sidechains, progress
 
-    def subagent(agent_id: str, sub_lines: Lines, sub_problems: list[Problem], name: str) -> None:
-        sub_key = agent_id if agent_id.startswith("sidechain-") else f"agent-{agent_id}"
-        sub, _ = _session(f"{main_key}:{sub_key}", sub_lines, sub_problems, {"file": name})
-        sub.metadata["parent_session"] = main_key
-        if agent_id in conversation.task_calls:
-            sub.metadata["parent_tool_call"] = conversation.task_calls[agent_id]
-        sessions.append(sub)
 
+def _subagent_files(path: Path, session_id: Any, index: SubagentIndex) -> list[Path]:
+    """The subagent logs of a session: in its `subagents/` folders, then beside it."""
     folders = {path.parent / path.stem / "subagents"}
     if isinstance(session_id, str) and session_id:
         folders.add(path.parent / session_id / "subagents")
@@ -586,18 +650,4 @@ def load(
         if folder.is_dir():
             files.extend(sorted(folder.glob("agent-*.jsonl")))
     files.extend(index.beside(path.parent, session_id))
-    with_files = {_agent_id(file, {}) for file in files}
-    for group, group_lines in sidechains.items():
-        if group not in with_files:  # a subagent's own log, when there is one, is whole
-            subagent(group, group_lines, [], path.name)
-    for group, group_lines in progress.items():
-        if group not in with_files and group not in sidechains:
-            subagent(group, group_lines, [], path.name)
-    read: list[Path] = []
-    for file in files:
-        if file in read or file == path:
-            continue
-        sub_lines, sub_problems = read_lines(file)
-        subagent(_agent_id(file, {}), sub_lines, sub_problems, file.name)
-        read.append(file)
-    return sessions, read
+    return files
