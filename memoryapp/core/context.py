@@ -263,87 +263,19 @@ def assemble_context(
     default)."""
     agent = session.agent
     encoding = tokens.get_encoding(agent.encoding)
-    budget = allocate_budget(
-        agent.token_budget if token_budget is None else token_budget,
-        {
-            "system": agent.system_budget,
-            "conversation": agent.conversation_budget,
-            "working": agent.working_budget,
-            "long_term": agent.long_term_budget,
-        },
-    )
+    budget = _budget(agent, token_budget)
 
-    # Working: context items by confidence, then findings newest first.
-    items = list(
-        ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
-            :MAX_WORKING_ITEMS
-        ]
-    )
-    working = fit_lines(
-        encoding,
-        "## Session Context",
-        items,
-        lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
-        budget.working,
-    )
-    findings = findings_for_prompt(session, MAX_FINDINGS, newest_findings)
-    stale = Finding.stale_among(session, findings)
-    # The longest newest-first prefix that fits: all of them, most often (one exact count);
-    # else, as its cost only grows with its length, a binary search of a few exact counts.
-    room = budget.working - working.tokens
+    working = _working(session, encoding, budget.working, newest_findings)
+    working_tokens = working.items.tokens + working.findings_tokens
 
-    def section(count: int) -> tuple[str, int]:
-        text = fmt.findings_section(_finding_items(findings[:count], stale))
-        return text, tokens.count_text(encoding, text + "\n\n") if text else 0
-
-    low = len(findings)
-    findings_text, findings_tokens = section(low)
-    if findings_tokens > room:
-        low, high = 0, len(findings) - 1
-        findings_text, findings_tokens = "", 0  # the prefix `low` is: none fits yet
-        while low < high:
-            middle = (low + high + 1) // 2
-            text, cost = section(middle)
-            if cost <= room:
-                low, findings_text, findings_tokens = middle, text, cost
-            else:
-                high = middle - 1
-    kept_findings = findings[:low]
-    working_tokens = working.tokens + findings_tokens
-
-    # Long-term memories.
-    memories = fit_lines(
-        encoding,
-        "## Remembered Information",
-        _memory_candidates(session, query_hint),
-        lambda m: fmt.memory_line(
-            fmt.MemoryItem(m.memory_type, m.content, m.confidence, m.updated_at)
-        ),
-        budget.long_term,
-    )
+    memories = _long_term(session, encoding, query_hint, budget.long_term)
 
     # Conversation, with what working and long-term left unused.
     effective = effective_budget(budget, {"working": working_tokens, "long_term": memories.tokens})
     history = restore_history(
-        session,
-        max_messages=agent.max_messages,
-        max_tokens=effective.conversation,
-        write=write,
+        session, max_messages=agent.max_messages, max_tokens=effective.conversation, write=write
     )
-    conversation = history["messages"]
-    conversation_tokens = history["token_count"]
-    if conversation_tokens > effective.conversation:
-        # Only system messages can overflow (they are always kept by the history rule);
-        # here the budget is strict, so keep the oldest of them that fit.
-        conversation, used = [], 0
-        for message in history["messages"]:
-            if message["role"] != "system":
-                break
-            if used + message["token_count"] + tokens.REPLY_PRIMING_TOKENS > effective.conversation:
-                break
-            conversation.append(message)
-            used += message["token_count"]
-        conversation_tokens = used + tokens.REPLY_PRIMING_TOKENS if conversation else 0
+    conversation, conversation_tokens = _within(history, effective.conversation)
 
     # System: session state and the summary of what the conversation pruned.
     summary = (
@@ -357,61 +289,178 @@ def assemble_context(
         if history["pruned_count"]
         else None
     )
-    state_text = fmt.state_section(_session_state(session, items))
-    summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
-    system_text, system_tokens = "", 0
-    while True:
-        candidate = fmt.join_sections([state_text, fmt.summary_section("\n".join(summary_lines))])
-        cost = tokens.count_text(encoding, candidate + "\n\n") if candidate else 0
-        if cost <= budget.system:
-            system_text, system_tokens = candidate, cost
-            break
-        if summary_lines:
-            summary_lines.pop()  # the summary lists what matters most first: cut its end
-        elif state_text:
-            state_text = "\n".join(state_text.splitlines()[:-1])
-            if state_text.count("\n") == 0:
-                state_text = ""
-        else:
-            break
+    system_text, system_tokens = _fit_system(
+        encoding,
+        fmt.state_section(_session_state(session, working.all_items)),
+        summary,
+        budget.system,
+    )
 
-    prompt = fmt.join_sections([system_text, working.text, findings_text, memories.text])
     if memories.kept and record_access:
-        # Bookkeeping the answer does not depend on: after it is sent.
-        kept_ids, now = [m.id for m in memories.kept], timezone.now()
-        after_answer(
-            lambda: Memory.objects.filter(id__in=kept_ids).update(
-                last_accessed_at=now, access_count=F("access_count") + 1
-            )
-        )
-    counts = {
-        "system": system_tokens,
-        "conversation": conversation_tokens,
-        "working": working_tokens,
-        "long_term": memories.tokens,
-    }
+        _record_access(memories.kept)
+    counts = {"system": system_tokens, "conversation": conversation_tokens}
+    counts |= {"working": working_tokens, "long_term": memories.tokens}
     counts["total"] = sum(counts.values())
     return {
         "conversation": conversation,
-        "working_context": {i.key: i.value for i in working.kept},
+        "working_context": {i.key: i.value for i in working.items.kept},
         "working_context_items": [
             {"key": i.key, "value": i.value, "source": i.source, "confidence": i.confidence}
-            for i in working.kept
+            for i in working.items.kept
         ],
         "long_term_memories": [memory_dict(m) for m in memories.kept],
-        "findings": [finding_dict(f, f.id in stale) for f in kept_findings],
+        "findings": [finding_dict(f, f.id in working.stale) for f in working.kept_findings],
         "summary": summary,
         "token_counts": counts,
         "budget": {**effective.as_dict(), "conversation_base": budget.conversation},
         "cut": {
             "messages": history["pruned_count"] + len(history["messages"]) - len(conversation),
             "message_tokens": history["pruned_tokens"],
-            "working_items": working.dropped,
-            "findings": len(findings) - len(kept_findings),
+            "working_items": working.items.dropped,
+            "findings": len(working.findings) - len(working.kept_findings),
             "memories": memories.dropped,
         },
-        "prompt": prompt,
+        "prompt": fmt.join_sections(
+            [system_text, working.items.text, working.findings_text, memories.text]
+        ),
     }
+
+
+@dataclass
+class Working:
+    """The working section: context items, then findings, within the working share."""
+
+    all_items: list[ContextItem]  # the candidates (the session state reads them too)
+    items: Fitted
+    findings: list[Finding]  # the candidates, in the prompt's order
+    stale: set[int]
+    kept_findings: list[Finding]
+    findings_text: str
+    findings_tokens: int
+
+
+def _working(
+    session: Session, encoding, budget: int, newest_findings: list[Finding] | None
+) -> Working:
+    """Context items by confidence (then recency), then findings newest first, in what
+    the items left of `budget`."""
+    items = list(
+        ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
+            :MAX_WORKING_ITEMS
+        ]
+    )
+    fitted = fit_lines(
+        encoding,
+        "## Session Context",
+        items,
+        lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
+        budget,
+    )
+    findings = findings_for_prompt(session, MAX_FINDINGS, newest_findings)
+    stale = Finding.stale_among(session, findings)
+    kept, text, cost = _fit_findings(encoding, findings, stale, budget - fitted.tokens)
+    return Working(items, fitted, findings, stale, findings[:kept], text, cost)
+
+
+def _long_term(session: Session, encoding, query_hint: str, budget: int) -> Fitted:
+    """The long-term memories that fit `budget` tokens, of _memory_candidates."""
+    return fit_lines(
+        encoding,
+        "## Remembered Information",
+        _memory_candidates(session, query_hint),
+        lambda m: fmt.memory_line(
+            fmt.MemoryItem(m.memory_type, m.content, m.confidence, m.updated_at)
+        ),
+        budget,
+    )
+
+
+def _budget(agent, token_budget: int | None):
+    """The agent's budget (or `token_budget`) split by its shares."""
+    return allocate_budget(
+        agent.token_budget if token_budget is None else token_budget,
+        {
+            "system": agent.system_budget,
+            "conversation": agent.conversation_budget,
+            "working": agent.working_budget,
+            "long_term": agent.long_term_budget,
+        },
+    )
+
+
+def _fit_findings(
+    encoding, findings: list[Finding], stale: set[int], room: int
+) -> tuple[int, str, int]:
+    """The longest newest-first prefix of `findings` whose section fits `room` tokens:
+    (its length, its text, its tokens). All of them, most often (one exact count); else,
+    as its cost only grows with its length, a binary search of a few exact counts."""
+
+    def section(count: int) -> tuple[str, int]:
+        text = fmt.findings_section(_finding_items(findings[:count], stale))
+        return text, tokens.count_text(encoding, text + "\n\n") if text else 0
+
+    low = len(findings)
+    text, cost = section(low)
+    if cost <= room:
+        return low, text, cost
+    low, high = 0, len(findings) - 1
+    best_text, best_cost = "", 0  # the prefix `low` is: none fits yet
+    while low < high:
+        middle = (low + high + 1) // 2
+        text, cost = section(middle)
+        if cost <= room:
+            low, best_text, best_cost = middle, text, cost
+        else:
+            high = middle - 1
+    return low, best_text, best_cost
+
+
+def _within(history: dict[str, Any], limit: int) -> tuple[list, int]:
+    """The restored conversation and its tokens, within `limit`. Only system messages can
+    overflow (the history rule always keeps them); the budget is strict here, so the
+    oldest of them that fit are kept."""
+    if history["token_count"] <= limit:
+        return history["messages"], history["token_count"]
+    conversation, used = [], 0
+    for message in history["messages"]:
+        if message["role"] != "system":
+            break
+        if used + message["token_count"] + tokens.REPLY_PRIMING_TOKENS > limit:
+            break
+        conversation.append(message)
+        used += message["token_count"]
+    return conversation, used + tokens.REPLY_PRIMING_TOKENS if conversation else 0
+
+
+def _fit_system(encoding, state_text: str, summary, budget: int) -> tuple[str, int]:
+    """The system section (session state, then the summary of pruned history) cut to
+    `budget` tokens: the summary's last lines first (it lists what matters most first),
+    then the state's."""
+    summary_lines = summary["text"].splitlines() if summary and summary["text"] else []
+    while True:
+        candidate = fmt.join_sections([state_text, fmt.summary_section("\n".join(summary_lines))])
+        cost = tokens.count_text(encoding, candidate + "\n\n") if candidate else 0
+        if cost <= budget:
+            return candidate, cost
+        if summary_lines:
+            summary_lines.pop()
+        elif state_text:
+            state_text = "\n".join(state_text.splitlines()[:-1])
+            if state_text.count("\n") == 0:
+                state_text = ""
+        else:
+            return "", 0
+
+
+def _record_access(kept: list[Memory]) -> None:
+    """The memories given to the agent counted as accessed: bookkeeping the answer does
+    not depend on, after it is sent."""
+    kept_ids, now = [m.id for m in kept], timezone.now()
+    after_answer(
+        lambda: Memory.objects.filter(id__in=kept_ids).update(
+            last_accessed_at=now, access_count=F("access_count") + 1
+        )
+    )
 
 
 def _finding_items(findings: list[Finding], stale: set[int]) -> list[fmt.FindingItem]:
