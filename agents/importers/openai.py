@@ -115,67 +115,101 @@ def turns_from_messages(
             if problems is not None:
                 problems.append((0, f"message {position + 1} is not an object; skipped"))
             continue
-        role = raw.get("role")
-        role = (
-            {"function": "tool", "developer": "system"}.get(role, role)
-            if isinstance(role, str)
-            else None
-        )
+        role = _role(raw)
         if role not in ROLES:
             continue
         content = text_of(raw.get("content"))
         if role == "assistant":
-            calls = parse_list(raw.get("tool_calls"))
-            legacy = raw.get("function_call")
-            if not calls and isinstance(legacy, dict):
-                calls = [{"id": f"call_{position}", "function": legacy}]
-            normalized = [
-                n
-                for index, c in enumerate(calls)
-                if isinstance(c, dict) and (n := _normalize_call(c, position, index))
-            ]
-            message: Message = {"role": "assistant", "content": content}
-            if normalized:
-                message["tool_calls"] = normalized
-            records = [
-                tool_record(c["function"]["name"], c["function"]["arguments"], c["id"])
-                for c in normalized
-            ]
-            awaiting = None
-            action = raw.get("action")
-            if not normalized and isinstance(action, str) and action.strip():
-                awaiting = tool_record(*action_call(action))
-                records.append(awaiting)
-            builder.add_model_call(message, calls=records, model=model)
+            awaiting = _add_assistant(builder, raw, content, position, model)
             continue
-        message = {"role": role, "content": content}
+        message: Message = {"role": role, "content": content}
         if role == "tool":
-            call_id = raw.get("tool_call_id")
-            if not call_id:
-                ids = parse_list(raw.get("tool_call_ids"))
-                call_id = ids[0] if ids else None
-            record = builder.call(str(call_id)) if call_id else None
-            if record is None and raw.get("role") == "function":
-                record = builder.oldest_unanswered()
-            if record is not None:
-                builder.set_result(record, content, success(content) if success else None)
-                call_id = call_id or record.get("call_id")
-            if call_id:
-                message["tool_call_id"] = str(call_id)
-        name = raw.get("name")
-        if name and role in ("tool", "user"):
-            message["name"] = str(name)
-        elif role == "user" and (awaiting is not None or _EXECUTION_RESULT.match(content)):
-            # What a command printed, sent as a user message: named so that nobody reads it
-            # as the person's words (a task, an instruction).
-            message["name"] = "observation"
-        elif role == "user" and raw.get("is_demo"):
-            message["name"] = "demonstration"  # SWE-agent's worked example, not the task
+            _answer_tool_call(builder, raw, content, success, message)
+        name = _input_name(raw, role, content, awaiting)
+        if name is not None:
+            message["name"] = name
         builder.add_input(message)
         if awaiting is not None:
             builder.set_result(awaiting, content)
             awaiting = None
     return builder.finish()
+
+
+def _role(raw: dict[str, Any]) -> str | None:
+    """The message's role in the chat API's terms (`function` is `tool`, `developer` is
+    `system`), None when it has none."""
+    role = raw.get("role")
+    if not isinstance(role, str):
+        return None
+    return {"function": "tool", "developer": "system"}.get(role, role)
+
+
+def _add_assistant(
+    builder: TurnBuilder, raw: dict[str, Any], content: str, position: int, model: str | None
+) -> ToolCall | None:
+    """An assistant message as a model call with its tool calls (the legacy
+    `function_call` too); answers the call of a SWE-agent `action` the next message answers."""
+    calls = parse_list(raw.get("tool_calls"))
+    legacy = raw.get("function_call")
+    if not calls and isinstance(legacy, dict):
+        calls = [{"id": f"call_{position}", "function": legacy}]
+    normalized = [
+        n
+        for index, c in enumerate(calls)
+        if isinstance(c, dict) and (n := _normalize_call(c, position, index))
+    ]
+    message: Message = {"role": "assistant", "content": content}
+    if normalized:
+        message["tool_calls"] = normalized
+    records = [
+        tool_record(c["function"]["name"], c["function"]["arguments"], c["id"]) for c in normalized
+    ]
+    awaiting = None
+    action = raw.get("action")
+    if not normalized and isinstance(action, str) and action.strip():
+        awaiting = tool_record(*action_call(action))
+        records.append(awaiting)
+    builder.add_model_call(message, calls=records, model=model)
+    return awaiting
+
+
+def _answer_tool_call(
+    builder: TurnBuilder,
+    raw: dict[str, Any],
+    content: str,
+    success: SuccessRule | None,
+    message: Message,
+) -> None:
+    """A tool message: its output set on the call it answers (by id, or for a legacy
+    `function` message the oldest unanswered call), its `tool_call_id` on `message`."""
+    call_id = raw.get("tool_call_id")
+    if not call_id:
+        ids = parse_list(raw.get("tool_call_ids"))
+        call_id = ids[0] if ids else None
+    record = builder.call(str(call_id)) if call_id else None
+    if record is None and raw.get("role") == "function":
+        record = builder.oldest_unanswered()
+    if record is not None:
+        builder.set_result(record, content, success(content) if success else None)
+        call_id = call_id or record.get("call_id")
+    if call_id:
+        message["tool_call_id"] = str(call_id)
+
+
+def _input_name(
+    raw: dict[str, Any], role: str, content: str, awaiting: ToolCall | None
+) -> str | None:
+    """The `name` of a tool or user message: its own, or what a user message really is."""
+    name = raw.get("name")
+    if name and role in ("tool", "user"):
+        return str(name)
+    if role == "user" and (awaiting is not None or _EXECUTION_RESULT.match(content)):
+        # What a command printed, sent as a user message: named so that nobody reads it
+        # as the person's words (a task, an instruction).
+        return "observation"
+    if role == "user" and raw.get("is_demo"):
+        return "demonstration"  # SWE-agent's worked example, not the task
+    return None
 
 
 def first_user_text(raw_messages: list[Any]) -> str | None:
