@@ -158,8 +158,7 @@ def append_turn(
     """Store one turn; answer `(response, replayed)`. Token counting happens before the
     transaction so the session lock is held only for the writes."""
     counts, usage = _counted(agent.encoding, turn)
-    input_tokens, output_tokens, usage_source, tool_call_count = usage
-    excerpt_chars = settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
+    input_tokens, output_tokens = usage[0], usage[1]
 
     if _ONE_STATEMENT.get(connection.vendor) and not turn.tool_calls:
         stored = _append_in_one_statement(
@@ -179,63 +178,10 @@ def append_turn(
                 return record.response, True
 
         said_at = turn.timestamp or now
-        known = _known_findings(session, turn.tool_calls)
-        first_seq = session.message_count + 1
+        known = _known_findings(session, turn.tool_calls)  # refused before anything is written
         iteration = session.turn_count + 1
-        turn_row = Turn.objects.create(
-            session=session,
-            iteration=iteration,
-            message_count=len(turn.messages),
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            tool_call_count=tool_call_count,
-            usage_source=usage_source,
-            model=turn.model,
-            first_seq=first_seq,
-            last_seq=first_seq + len(turn.messages) - 1,
-            timestamp=said_at,
-        )
-        Message.objects.bulk_create(
-            Message(
-                session=session,
-                turn=turn_row,
-                seq=first_seq + i,
-                role=m.role,
-                content=m.content,
-                name=m.name or "",
-                tool_call_id=m.tool_call_id or "",
-                tool_calls=m.tool_calls or None,
-                token_count=count,
-                created_at=said_at,
-            )
-            for i, (m, count) in enumerate(zip(turn.messages, counts, strict=True))
-        )
-        tool_call_rows = []
-        if turn.tool_calls:
-            tool_call_rows = ToolCall.objects.bulk_create(
-                ToolCall(
-                    turn=turn_row,
-                    session=session,
-                    tool=call.tool,
-                    query=call.query,
-                    success=call.success,
-                    output_size=len(call.output),
-                    output_excerpt=call.output[:excerpt_chars],
-                    file_path=call.file_path,
-                    call_id=call.call_id,
-                    details=call.details,
-                    created_at=said_at,
-                    finding=known.get(call.known_from) if call.known_from else None,
-                    skipped=call.known_from is not None,
-                )
-                for call in turn.tool_calls
-            )
-            # Whole outputs wait for extraction only; it deletes them when done.
-            PendingToolOutput.objects.bulk_create(
-                PendingToolOutput(tool_call=row, output=call.output)
-                for row, call in zip(tool_call_rows, turn.tool_calls, strict=True)
-                if len(call.output) > excerpt_chars
-            )
+        turn_row = _write_turn(session, turn, counts, usage, said_at)
+        _write_tool_calls(session, turn_row, turn, known, said_at)
         job = ExtractionJob.objects.create(
             turn=turn_row,
             session=session,
@@ -257,6 +203,77 @@ def append_turn(
         session.save(update_fields=Session.CONVERSATION_FIELDS)
         response = _stored_turn(session, counts, idempotency_key, request_hash)
     return response, False
+
+
+def _write_turn(
+    session: Session, turn: TurnInput, counts: list[int], usage: tuple, said_at
+) -> Turn:
+    """The turn's row and its messages, numbered after the session's last."""
+    input_tokens, output_tokens, usage_source, tool_call_count = usage
+    first_seq = session.message_count + 1
+    turn_row = Turn.objects.create(
+        session=session,
+        iteration=session.turn_count + 1,
+        message_count=len(turn.messages),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tool_call_count=tool_call_count,
+        usage_source=usage_source,
+        model=turn.model,
+        first_seq=first_seq,
+        last_seq=first_seq + len(turn.messages) - 1,
+        timestamp=said_at,
+    )
+    Message.objects.bulk_create(
+        Message(
+            session=session,
+            turn=turn_row,
+            seq=first_seq + i,
+            role=m.role,
+            content=m.content,
+            name=m.name or "",
+            tool_call_id=m.tool_call_id or "",
+            tool_calls=m.tool_calls or None,
+            token_count=count,
+            created_at=said_at,
+        )
+        for i, (m, count) in enumerate(zip(turn.messages, counts, strict=True))
+    )
+    return turn_row
+
+
+def _write_tool_calls(
+    session: Session, turn_row: Turn, turn: TurnInput, known: dict[int, Finding], said_at
+) -> None:
+    """The turn's tool calls (a call already `known` points at its finding and is
+    skipped by extraction), and the whole outputs longer than their excerpt."""
+    if not turn.tool_calls:
+        return
+    excerpt_chars = settings.MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS
+    rows = ToolCall.objects.bulk_create(
+        ToolCall(
+            turn=turn_row,
+            session=session,
+            tool=call.tool,
+            query=call.query,
+            success=call.success,
+            output_size=len(call.output),
+            output_excerpt=call.output[:excerpt_chars],
+            file_path=call.file_path,
+            call_id=call.call_id,
+            details=call.details,
+            created_at=said_at,
+            finding=known.get(call.known_from) if call.known_from else None,
+            skipped=call.known_from is not None,
+        )
+        for call in turn.tool_calls
+    )
+    # Whole outputs wait for extraction only; it deletes them when done.
+    PendingToolOutput.objects.bulk_create(
+        PendingToolOutput(tool_call=row, output=call.output)
+        for row, call in zip(rows, turn.tool_calls, strict=True)
+        if len(call.output) > excerpt_chars
+    )
 
 
 def _stored_turn(
