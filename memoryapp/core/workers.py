@@ -116,71 +116,10 @@ def run_extraction(job_id: int) -> str:
             turn = job.turn
             turn.session = session
             messages = list(Message.objects.filter(turn=turn).order_by("seq"))
-            cwd = session.cwd
-            observations: list = []
-
-            calls = (
-                list(
-                    ToolCall.objects.filter(turn=turn)
-                    .select_related("pending_output")
-                    .order_by("id")
-                )
-                if has_calls
-                else []
-            )
-            sources: list[tuple[ToolCallData, ToolCall | None, Message | None]] = []
-            for call in calls:
-                if call.skipped:
-                    continue  # not run: its finding stands as it is
-                pending = getattr(call, "pending_output", None)
-                if pending is None and call.output_size > len(call.output_excerpt):
-                    continue  # whole output already extracted and deleted: never from a part
-                output = pending.output if pending is not None else call.output_excerpt
-                data = ToolCallData(
-                    call.tool, call.query, output, call.success, call.file_path, call.details
-                )
-                sources.append((data, call, _message_of_call(messages, call.call_id)))
-            if not calls:
-                sources = [
-                    (ToolCallData(tool, query, output), None, message)
-                    for tool, query, output, message in _tool_results_from_messages(turn, messages)
-                ]
-            added = 0
-            for data, call, message in sources:
-                extracted = extract(data, cwd)
-                finding, created = _record(session, turn, extracted, call, message)
-                added += created
-                if call is not None:
-                    call.kind, call.fact = extracted.kind, extracted.fact
-                    call.fact_success, call.finding = extracted.success, finding
-                seen = context.observations_for_call(
-                    kind=extracted.kind,
-                    file_path=extracted.file_path,
-                    success=extracted.success,
-                    details=extracted.details,
-                    command=kinds.command_of(data.args, data.query)
-                    if extracted.kind in (kinds.SHELL, kinds.BOOKKEEPING)
-                    else "",
-                    output=data.output[:20000],
-                    cwd=cwd,
-                )
-                # Each piece of evidence links to the message it was seen in.
-                seq = message.seq if message is not None else None
-                observations += [dataclasses.replace(o, seq=seq) for o in seen]
+            calls, sources = _sources(turn, messages, has_calls)
+            added, observations = _extract_all(session, turn, sources)
             _store_facts(calls)
-
-            for message in messages:
-                # A named user message is a tool's output relayed as one (SWE-agent's
-                # observations, aider's command output), not what the person said.
-                if message.role == Message.Role.USER and message.name:
-                    continue
-                if message.role in (Message.Role.USER, Message.Role.ASSISTANT):
-                    observations += [
-                        dataclasses.replace(o, seq=message.seq)
-                        for o in context.observations_for_message(
-                            message.role, message.content, first_prompt=turn.iteration == 1
-                        )
-                    ]
+            observations += _message_observations(turn, messages)
             items_set, tally = _apply_evidence(session, turn, messages, observations)
 
             # The turn's whole outputs, now findings: read with the calls (none, most often).
@@ -203,6 +142,85 @@ def run_extraction(job_id: int) -> str:
             finished_at=timezone.now(),
         )
         return "failed"
+
+
+Source = tuple[ToolCallData, ToolCall | None, Message | None]
+
+
+def _sources(turn, messages: list[Message], has_calls: bool) -> tuple[list[ToolCall], list[Source]]:
+    """The turn's tool calls, and what extraction reads: each call run and not yet
+    extracted from its whole output, with the message it was made in; without calls, the
+    tool results its messages carry."""
+    calls = (
+        list(ToolCall.objects.filter(turn=turn).select_related("pending_output").order_by("id"))
+        if has_calls
+        else []
+    )
+    if not calls:
+        return calls, [
+            (ToolCallData(tool, query, output), None, message)
+            for tool, query, output, message in _tool_results_from_messages(turn, messages)
+        ]
+    sources: list[Source] = []
+    for call in calls:
+        if call.skipped:
+            continue  # not run: its finding stands as it is
+        pending = getattr(call, "pending_output", None)
+        if pending is None and call.output_size > len(call.output_excerpt):
+            continue  # whole output already extracted and deleted: never from a part
+        output = pending.output if pending is not None else call.output_excerpt
+        data = ToolCallData(
+            call.tool, call.query, output, call.success, call.file_path, call.details
+        )
+        sources.append((data, call, _message_of_call(messages, call.call_id)))
+    return calls, sources
+
+
+def _extract_all(session: Session, turn, sources: list[Source]) -> tuple[int, list]:
+    """Each source's finding recorded (its call given its fact) and the evidence it
+    gives working context: (findings added, observations)."""
+    cwd = session.cwd
+    added, observations = 0, []
+    for data, call, message in sources:
+        extracted = extract(data, cwd)
+        finding, created = _record(session, turn, extracted, call, message)
+        added += created
+        if call is not None:
+            call.kind, call.fact = extracted.kind, extracted.fact
+            call.fact_success, call.finding = extracted.success, finding
+        seen = context.observations_for_call(
+            kind=extracted.kind,
+            file_path=extracted.file_path,
+            success=extracted.success,
+            details=extracted.details,
+            command=kinds.command_of(data.args, data.query)
+            if extracted.kind in (kinds.SHELL, kinds.BOOKKEEPING)
+            else "",
+            output=data.output[:20000],
+            cwd=cwd,
+        )
+        # Each piece of evidence links to the message it was seen in.
+        seq = message.seq if message is not None else None
+        observations += [dataclasses.replace(o, seq=seq) for o in seen]
+    return added, observations
+
+
+def _message_observations(turn, messages: list[Message]) -> list:
+    """The evidence for working context in what the person and the agent said."""
+    observations: list = []
+    for message in messages:
+        # A named user message is a tool's output relayed as one (SWE-agent's
+        # observations, aider's command output), not what the person said.
+        if message.role == Message.Role.USER and message.name:
+            continue
+        if message.role in (Message.Role.USER, Message.Role.ASSISTANT):
+            observations += [
+                dataclasses.replace(o, seq=message.seq)
+                for o in context.observations_for_message(
+                    message.role, message.content, first_prompt=turn.iteration == 1
+                )
+            ]
+    return observations
 
 
 def _locked_job(job_id: int) -> tuple[ExtractionJob | None, bool]:
