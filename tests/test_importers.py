@@ -559,6 +559,54 @@ def test_openhands_sdk_events_report_an_observation_without_its_action():
     assert session.metadata["model"] == "litellm_proxy/minimax-m2.7"
 
 
+def test_openhands_sdk_event_kinds_and_their_outcomes(tmp_path):
+    # Written here in the SDK's event shapes: no shipped log has all of these kinds.
+    def call(call_id, name, arguments, response):
+        return {
+            "kind": "ActionEvent",
+            "tool_call_id": call_id,
+            "tool_name": name,
+            "llm_response_id": response,
+            "tool_call": {"id": call_id, "name": name, "arguments": json.dumps(arguments)},
+        }
+
+    user = {"role": "user", "content": [{"type": "text", "text": "List the files"}]}
+    done = {"role": "assistant", "content": [{"type": "text", "text": "Done"}]}
+    events = [
+        {
+            "kind": "SystemPromptEvent",
+            "system_prompt": {"type": "text", "text": "You are an agent."},
+        },
+        {"kind": "MessageEvent", "source": "user", "llm_message": user},
+        {**call("c1", "terminal", {"command": "ls"}, "r1"), "thought": "I will list them"},
+        call("c2", "terminal", {"command": "false"}, "r1"),
+        call("c3", "file_editor", {"path": "/a.py"}, "r2"),
+        {
+            "kind": "ObservationEvent",
+            "tool_call_id": "c1",
+            "observation": {"kind": "TerminalObservation", "content": "a.py", "exit_code": 0},
+        },
+        {"kind": "AgentErrorEvent", "tool_call_id": "c2", "error": "bad arguments"},
+        {"kind": "UserRejectObservation", "tool_call_id": "c3"},
+        {"kind": "MessageEvent", "source": "agent", "llm_message": done},
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in events))
+    session = only(load_transcript(path))
+    assert session.goal == "List the files" and not session.problems
+    first = session.turns[0]
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
+    assert first["messages"][-1]["content"] == "I will list them"
+    assert [len(t["tool_calls"]) for t in session.turns[:2]] == [2, 1]  # by llm_response_id
+    assert [(c["call_id"], c["success"], c["output"], c["details"]) for c in records(session)] == [
+        ("c1", True, "a.py", {"observation": "TerminalObservation", "exit_code": 0}),
+        ("c2", False, "bad arguments", {"observation": "AgentErrorEvent"}),
+        ("c3", False, "rejected", {"observation": "UserRejectObservation"}),
+    ]
+    assert records(session)[2]["file_path"] == "/a.py"
+    assert session.turns[-1]["messages"][-1] == {"role": "assistant", "content": "Done"}
+
+
 # --- aider ---------------------------------------------------------------------------------
 
 

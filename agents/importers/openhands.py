@@ -220,9 +220,7 @@ class _Events:
         if kind == "message" and (source == "user" or first):
             self._user_text(text_of(args.get("content") or event.get("message")))
             return
-        choice = (response.get("choices") or [{}])[0]
-        reply = choice.get("message") if isinstance(choice, dict) else None
-        reply = reply if isinstance(reply, dict) else {}
+        reply = _reply(response)
         content = text_of(reply.get("content")) or text_of(args.get("thought"))
         if isinstance(response.get("model"), str):
             self.model = response["model"]
@@ -231,6 +229,20 @@ class _Events:
             content = content or text_of(args.get("content") or event.get("message"))
             self._model_call(response.get("id"), content, None, None, usage, timestamp)
             return
+        call, record = self._action_call(event, kind, args, metadata, reply)
+        self._model_call(response.get("id"), content, call, record, usage, timestamp)
+
+    def _action_call(
+        self,
+        event: dict[str, Any],
+        kind: str,
+        args: dict[str, Any],
+        metadata: dict[str, Any],
+        reply: dict[str, Any],
+    ) -> tuple[dict[str, Any], ToolCall]:
+        """The function call an action is (named by its metadata, else after OpenHands'
+        function for it), with its arguments as the model wrote them when the reply has
+        them, and its record."""
         name = metadata.get("function_name") or ACTION_FUNCTIONS.get(kind, kind)
         if kind == "call_tool_mcp" and isinstance(args.get("name"), str):
             name = args["name"]
@@ -245,8 +257,7 @@ class _Events:
             record["output"] = text_of(args.get("final_thought") or args.get("thought"))
         if "id" in event:
             self._by_event_id[str(event["id"])] = record
-        call = function_call(str(call_id), str(name), arguments_text(arguments))
-        self._model_call(response.get("id"), content, call, record, usage, timestamp)
+        return function_call(str(call_id), str(name), arguments_text(arguments)), record
 
     def _observation(self, number: int, event: dict[str, Any]) -> None:
         kind = event["observation"]
@@ -294,53 +305,51 @@ class _Events:
             prompt = event.get("system_prompt")
             self.builder.add_input({"role": "system", "content": text_of(prompt)})
         elif kind == "MessageEvent":
-            message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
-            text = text_of(message.get("content"))
-            if event.get("source") == "user" or message.get("role") == "user":
-                self._user_text(text)
-            else:
-                self._model_call(None, text, None, None, None, timestamp)
+            self._sdk_message(event, timestamp)
         elif kind == "ActionEvent":
-            call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
-            name = str(call.get("name") or event.get("tool_name") or "unknown")
-            call_id = str(call.get("id") or event.get("tool_call_id") or f"call_{number}")
-            arguments = call.get("arguments")
-            if arguments is None:
-                arguments = event.get("action")
-            record = tool_record(name, arguments, call_id, _path(arguments))
-            response_id = event.get("llm_response_id")
-            self._model_call(
-                response_id if isinstance(response_id, str) else None,
-                text_of(event.get("thought")),
-                function_call(call_id, name, arguments),
-                record,
-                None,
-                timestamp,
-            )
+            self._sdk_action(number, event, timestamp)
         elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
-            record = self.builder.call(str(event.get("tool_call_id") or ""))
-            observation = event.get("observation")
-            observation = observation if isinstance(observation, dict) else {}
-            exit_code = _exit_code(observation)
-            if kind == "AgentErrorEvent":
-                output, success = text_of(event.get("error")), False
-            elif kind == "UserRejectObservation":
-                output, success = text_of(event.get("rejection_reason") or "rejected"), False
-            else:
-                output = text_of(observation.get("content"))
-                success = None
-                if observation.get("is_error") is True:
-                    success = False
-                elif exit_code is not None and exit_code >= 0:
-                    success = exit_code == 0
-                elif observation.get("is_error") is False:
-                    success = True
-            details: dict[str, Any] = {"observation": kind}
-            if isinstance(observation.get("kind"), str):
-                details["observation"] = observation["kind"]
-            if kind == "ObservationEvent" and exit_code is not None:
-                details["exit_code"] = exit_code
-            self._answer(number, record, output, success, details)
+            self._sdk_observation(number, kind, event)
+
+    def _sdk_message(self, event: dict[str, Any], timestamp: str | None) -> None:
+        message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
+        text = text_of(message.get("content"))
+        if event.get("source") == "user" or message.get("role") == "user":
+            self._user_text(text)
+        else:
+            self._model_call(None, text, None, None, None, timestamp)
+
+    def _sdk_action(self, number: int, event: dict[str, Any], timestamp: str | None) -> None:
+        call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+        name = str(call.get("name") or event.get("tool_name") or "unknown")
+        call_id = str(call.get("id") or event.get("tool_call_id") or f"call_{number}")
+        arguments = call.get("arguments")
+        if arguments is None:
+            arguments = event.get("action")
+        record = tool_record(name, arguments, call_id, _path(arguments))
+        response_id = event.get("llm_response_id")
+        self._model_call(
+            response_id if isinstance(response_id, str) else None,
+            text_of(event.get("thought")),
+            function_call(call_id, name, arguments),
+            record,
+            None,
+            timestamp,
+        )
+
+    def _sdk_observation(self, number: int, kind: str, event: dict[str, Any]) -> None:
+        """An observation, an agent error or a rejection: the answer to its action."""
+        record = self.builder.call(str(event.get("tool_call_id") or ""))
+        observation = event.get("observation")
+        observation = observation if isinstance(observation, dict) else {}
+        exit_code = _exit_code(observation)
+        output, success = _sdk_outcome(kind, event, observation, exit_code)
+        details: dict[str, Any] = {"observation": kind}
+        if isinstance(observation.get("kind"), str):
+            details["observation"] = observation["kind"]
+        if kind == "ObservationEvent" and exit_code is not None:
+            details["exit_code"] = exit_code
+        self._answer(number, record, output, success, details)
 
     def _sdk_model(self, value: Any) -> None:
         metrics = value.get("usage_to_metrics") if isinstance(value, dict) else None
@@ -348,6 +357,31 @@ class _Events:
         name = default.get("model_name") if isinstance(default, dict) else None
         if isinstance(name, str) and name:
             self.model = name
+
+
+def _reply(response: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message of a model response's first choice ({} when it has none)."""
+    choice = (response.get("choices") or [{}])[0]
+    reply = choice.get("message") if isinstance(choice, dict) else None
+    return reply if isinstance(reply, dict) else {}
+
+
+def _sdk_outcome(
+    kind: str, event: dict[str, Any], observation: dict[str, Any], exit_code: int | None
+) -> tuple[str, bool | None]:
+    """(the output, whether the call succeeded) of an SDK observation event."""
+    if kind == "AgentErrorEvent":
+        return text_of(event.get("error")), False
+    if kind == "UserRejectObservation":
+        return text_of(event.get("rejection_reason") or "rejected"), False
+    output = text_of(observation.get("content"))
+    if observation.get("is_error") is True:
+        return output, False
+    if exit_code is not None and exit_code >= 0:
+        return output, exit_code == 0
+    if observation.get("is_error") is False:
+        return output, True
+    return output, None
 
 
 def _path(arguments: Any) -> str | None:
