@@ -14,7 +14,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
-    path("ams/v1/", include("memoryapp.ams.urls")),  # /ams/<key>/v1/: api/middleware.py
-    # MCP over streamable HTTP; /mcp/<key> for clients that send no headers: api/middleware.py
+    path("ams/v1/", include("memoryapp.ams.urls")),  # /ams/<key>/v1/: http/middleware.py
+    # MCP over streamable HTTP; /mcp/<key> for clients that send no headers: http/middleware.py
     path("mcp", mcp_endpoint, name="mcp"),
 ]

@@ -336,7 +336,7 @@ def _chunked(api_key, body: bytes):
     from django.test import RequestFactory
     from django.urls import resolve
 
-    from memoryapp.api.middleware import ApiBodyLimitMiddleware
+    from memoryapp.http.middleware import ApiBodyLimitMiddleware
 
     request = RequestFactory().generic(
         "POST",

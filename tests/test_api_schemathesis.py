@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from memoryapp.api.middleware import unstorable_at
-from memoryapp.api.schemas import EARLIEST_TIMESTAMP, check_name
+from memoryapp.api.schemas import EARLIEST_TIMESTAMP
+from memoryapp.http.middleware import unstorable_at
+from memoryapp.http.schemas import check_name
 from memoryapp.lib import tokens
 from memoryapp.wsgi import application
 from tests.conftest import turn

@@ -4,7 +4,7 @@ on the dashboard, as its other refusals are).
 
 - a session key holding `/` (an import's `?session=`, a session's key in an agent's
   export, a memory prompt's `session_id`) and an AMS `data` key holding one: no URL
-  reaches a name with a `/` (api/schemas.check_name);
+  reaches a name with a `/` (http/schemas.check_name);
 - non-ASCII digits (`²`, `①`), which str.isdigit() takes and int() refuses, in AMS memory
   ids and in the dashboard's row numbers;
 - NUL in AMS query parameters and path ids (PostgreSQL refuses it in text: a 500);

@@ -3,17 +3,19 @@
 Four rules, each measured with the standard library's ``ast`` over every ``.py`` file under
 ``memoryapp/`` and ``agents/`` (issue 36, items 6 and 7):
 
-1. **Layers import one way**: ``lib/`` (pure) <- ``core/`` <- ``api/``, ``ams/``,
-   ``dashboard/``. ``lib`` imports nothing else of memoryapp and no framework (Django,
-   ninja, Celery); ``core`` imports only ``lib``; the three apps import ``lib`` and
-   ``core`` but not each other (the AMS API stands on ``core`` and a shared HTTP layer, not
-   on ``api`` internals); nothing under ``memoryapp/`` imports ``agents``, and ``agents``
-   imports no framework and nothing of memoryapp but the pure ``lib`` (which, while
-   ``memoryapp/__init__.py`` loads the Celery app, still brings Django in). No app imports the
-   project's wiring (``memoryapp/__init__.py``, ``settings.py``, ``urls.py``, ``celery.py``,
-   ``wsgi.py``): settings are read through ``django.conf.settings``. Every import statement
-   counts, deferred ones inside functions and ``TYPE_CHECKING`` blocks included; dotted
-   strings (``INSTALLED_APPS``, ``importlib``) do not. Exempt as importers: that wiring,
+1. **Layers import one way**: ``lib/`` (pure) <- ``core/`` <- ``http/`` <- ``api/``,
+   ``ams/``, ``dashboard/``. ``lib`` imports nothing else of memoryapp and no framework
+   (Django, ninja, Celery); ``core`` imports only ``lib``; ``http`` (the HTTP layer both
+   APIs share: authentication, middleware, schema bases, the error contract) imports
+   ``lib`` and ``core``; the three apps import ``lib``, ``core`` and ``http`` but not each
+   other (the AMS API stands on ``core`` and ``http``, not on ``api`` internals); nothing
+   under ``memoryapp/`` imports ``agents``, and ``agents`` imports no framework and nothing
+   of memoryapp but the pure ``lib`` (which, while ``memoryapp/__init__.py`` loads the
+   Celery app, still brings Django in). No app imports the project's wiring
+   (``memoryapp/__init__.py``, ``settings.py``, ``urls.py``, ``celery.py``, ``wsgi.py``):
+   settings are read through ``django.conf.settings``. Every import statement counts,
+   deferred ones inside functions and ``TYPE_CHECKING`` blocks included; dotted strings
+   (``INSTALLED_APPS``, ``importlib``) do not. Exempt as importers: that wiring,
    which exists to tie the apps together (``urls.py`` mounts every app), and the
    generated ``migrations/`` packages; both may import any memoryapp module, never
    ``agents``. A new sub-package of memoryapp fails until it is given a layer in
@@ -65,14 +67,27 @@ MAX_COMPLEXITY = 25
 WIRING = {"memoryapp", "memoryapp.settings", "memoryapp.urls", "memoryapp.celery", "memoryapp.wsgi"}
 # Frameworks a pure module (lib/, agents/) does without.
 FRAMEWORKS = {"django", "ninja", "celery", "django_htmx"}
-_APPS = {"memoryapp.lib", "memoryapp.core", "memoryapp.api", "memoryapp.ams", "memoryapp.dashboard"}
+_APPS = {
+    "memoryapp.lib",
+    "memoryapp.core",
+    "memoryapp.http",
+    "memoryapp.api",
+    "memoryapp.ams",
+    "memoryapp.dashboard",
+}
 # Area -> the memoryapp/agents areas its modules may import (each may import itself).
 MAY_IMPORT: dict[str, set[str]] = {
     "memoryapp.lib": {"memoryapp.lib"},
     "memoryapp.core": {"memoryapp.lib", "memoryapp.core"},
-    "memoryapp.api": {"memoryapp.lib", "memoryapp.core", "memoryapp.api"},
-    "memoryapp.ams": {"memoryapp.lib", "memoryapp.core", "memoryapp.ams"},
-    "memoryapp.dashboard": {"memoryapp.lib", "memoryapp.core", "memoryapp.dashboard"},
+    "memoryapp.http": {"memoryapp.lib", "memoryapp.core", "memoryapp.http"},
+    "memoryapp.api": {"memoryapp.lib", "memoryapp.core", "memoryapp.http", "memoryapp.api"},
+    "memoryapp.ams": {"memoryapp.lib", "memoryapp.core", "memoryapp.http", "memoryapp.ams"},
+    "memoryapp.dashboard": {
+        "memoryapp.lib",
+        "memoryapp.core",
+        "memoryapp.http",
+        "memoryapp.dashboard",
+    },
     "wiring": _APPS | {"wiring", "migrations"},
     "migrations": _APPS | {"wiring", "migrations"},
     "agents": {"agents", "memoryapp.lib"},

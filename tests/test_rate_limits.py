@@ -285,7 +285,7 @@ def test_a_keys_limit_counts_its_own_requests_not_wrong_keys(api, settings):
 def test_a_key_authenticated_outside_the_middleware_is_still_counted(agent, settings, rf):
     """ApiKeyAuth counts the key itself when no middleware counted it (the MCP endpoint
     authenticates its path's key directly)."""
-    from memoryapp.api.auth import ApiKeyAuth, RateLimited
+    from memoryapp.http.auth import ApiKeyAuth, RateLimited
 
     settings.MEMORYAPP_RATE_LIMIT_KEY = "2/60"
     _, raw = ApiKey.issue(agent, name="direct")
@@ -351,4 +351,3 @@ def test_a_lockout_counted_elsewhere_is_seen_by_the_next_request(api, settings, 
 
 AUTH = ("auth-failure", ratelimit.Limit(2, 300))
 NO_LIMIT = ratelimit.Limit(0, 60)
-

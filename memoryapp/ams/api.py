@@ -12,7 +12,7 @@
 | delete, forget                             | archive (restorable on the dashboard)         |
 
 The client sends no headers of its own, so the key is a path segment: the API middleware
-(memoryapp/api/middleware.py) moves it into the Authorization header and redacts it from
+(memoryapp/http/middleware.py) moves it into the Authorization header and redacts it from
 the path before anything logs it. From there everything is as on /api/v1: the same key
 authentication, rate limits, body limits and JSON errors, a 422 naming what is wrong in a
 request that changes nothing.
@@ -48,12 +48,12 @@ from memoryapp.ams.schemas import (
     WorkingMemoryOut,
 )
 from memoryapp.ams.windows import window_for
-from memoryapp.api.api import mount_strict, use_error_contract
-from memoryapp.api.auth import ApiKeyAuth
-from memoryapp.api.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, agent_of, errors
-from memoryapp.api.common import session_key as checked_key
-from memoryapp.api.middleware import JsonParser
 from memoryapp.core.models import Session
+from memoryapp.http.auth import ApiKeyAuth
+from memoryapp.http.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, agent_of, errors
+from memoryapp.http.common import session_key as checked_key
+from memoryapp.http.contract import mount_strict, use_error_contract
+from memoryapp.http.middleware import JsonParser
 from memoryapp.lib import tokens
 
 ams_api = NinjaAPI(
@@ -68,7 +68,7 @@ ams_api = NinjaAPI(
 )
 
 
-# The answers of /api/v1 (they render through memoryapp's API, the same JSON).
+# The error answers of /api/v1 (memoryapp/http/contract.py).
 use_error_contract(ams_api, "the key is the path segment after /ams/")
 
 router = Router(tags=["redis agent memory server"])

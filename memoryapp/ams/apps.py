@@ -11,6 +11,6 @@ class AmsConfig(AppConfig):
     def ready(self) -> None:
         # Its client's key is in the path: the development server's request log (runserver,
         # as ./bin/demo serves) would show it. gunicorn's logger redacts its own.
-        from memoryapp.api.middleware import RedactKeys
+        from memoryapp.http.middleware import RedactKeys
 
         logging.getLogger("django.server").addFilter(RedactKeys())

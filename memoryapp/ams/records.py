@@ -32,8 +32,8 @@ from memoryapp.ams.schemas import (
     TagFilterIn,
     TypeFilterIn,
 )
-from memoryapp.api.schemas import MAX_INT
 from memoryapp.core import search as fulltext
+from memoryapp.core.limits import MAX_INT
 from memoryapp.core.models import SELF, Agent, Memory, Session
 
 # What a record's memory is in memoryapp's terms: every client memory is a fact, held

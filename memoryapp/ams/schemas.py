@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
-from memoryapp.api.middleware import unstorable_at
-from memoryapp.api.schemas import WHOLE, InputSchema, Output, SessionKey, check_name
 from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+from memoryapp.http.middleware import unstorable_at
+from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey, check_name
 
 # Prefixes of the names memoryapp gives what it stores: a working-context item holding
 # one key of a working memory's `data`, and the one holding its `context`.
@@ -41,7 +41,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def _storable(value: str) -> str:
     """Text a database stores (no NUL, no lone surrogate): in a body the parser notes it
-    (api/middleware.py), in a query parameter or a path only this sees it."""
+    (http/middleware.py), in a query parameter or a path only this sees it."""
     found = unstorable_at(value)
     if found is not None:
         raise ValueError(found[1])

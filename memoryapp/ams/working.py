@@ -40,8 +40,8 @@ from memoryapp.ams.schemas import (
     WorkingMemoryIn,
 )
 from memoryapp.ams.windows import context_percentages, window_for
-from memoryapp.api.schemas import MAX_MESSAGES_PER_TURN
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, lock_session
+from memoryapp.core.limits import MAX_MESSAGES_PER_TURN
 from memoryapp.core.models import Agent, ContextItem, Message, Session
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import tokens

@@ -7,9 +7,9 @@ from django.http import HttpRequest
 from ninja import Router
 from ninja.errors import HttpError
 
-from memoryapp.api.common import READ, WRITE, agent_of
 from memoryapp.api.schemas import AgentOut, AgentPatch
 from memoryapp.core.export import agent_settings
+from memoryapp.http.common import READ, WRITE, agent_of
 from memoryapp.lib import tokens
 
 router = Router(tags=["agent"])

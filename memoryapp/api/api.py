@@ -9,22 +9,17 @@ Retry-After when the database is unreachable, a 500 with an error id for a bug.
 
 from __future__ import annotations
 
-import functools
-import logging
-import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
-from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Router, Status
-from ninja.errors import AuthenticationError, ValidationError
+from django.db import connection
+from django.http import HttpRequest
+from ninja import NinjaAPI, Status
 
-from memoryapp.api.auth import ApiKeyAuth, RateLimited
-from memoryapp.api.middleware import JsonParser
 from memoryapp.api.schemas import HealthOut
-
-logger = logging.getLogger(__name__)
+from memoryapp.http.auth import ApiKeyAuth
+from memoryapp.http.contract import mount_strict, use_error_contract
+from memoryapp.http.middleware import JsonParser
 
 api = NinjaAPI(
     title="memoryapp agent API",
@@ -36,54 +31,9 @@ api = NinjaAPI(
     parser=JsonParser(),
 )
 
-
-def _database_unreachable(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """The database is down or restarting: nothing was stored, try again soon."""
-    logger.warning("API request failed, database unreachable: %s", exc)
-    response = api.create_response(
-        request, {"detail": "the database is unreachable; nothing was stored, retry"}, status=503
-    )
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
-
-
-def _internal_error(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """A bug: JSON with an id to quote, the trace only in the server's log."""
-    error_id = uuid.uuid4().hex[:12]
-    logger.error("API error %s on %s %s", error_id, request.method, request.path, exc_info=exc)
-    body = {"detail": f"internal error {error_id}: the server's log has it", "error_id": error_id}
-    return api.create_response(request, body, status=500)
-
-
-def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
-    response = api.create_response(request, {"detail": exc.detail}, status=429)
-    response["Retry-After"] = str(exc.retry_after)
-    return response
-
-
-RETRY_AFTER_SECONDS = 5
-
-
-def use_error_contract(target: NinjaAPI, how_to_send_the_key: str) -> None:
-    """Give `target` the error answers of /api/v1 (429, 401, 503, 500, rendered the same
-    way); its 401 says how that API takes its key."""
-
-    def unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-        detail = f"missing or unknown API key: {how_to_send_the_key}"
-        response = api.create_response(request, {"detail": detail}, status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="memoryapp"'
-        return response
-
-    target.add_exception_handler(RateLimited, _rate_limited)
-    target.add_exception_handler(AuthenticationError, unauthenticated)
-    target.add_exception_handler(OperationalError, _database_unreachable)
-    target.add_exception_handler(InterfaceError, _database_unreachable)
-    target.add_exception_handler(Exception, _internal_error)
-
-
 use_error_contract(api, "send `Authorization: Bearer <key>`")
 
-from memoryapp.api import (  # noqa: E402  (the routers use the handlers above)
+from memoryapp.api import (  # noqa: E402  (mounted once the API has its error contract)
     agent,
     context,
     export,
@@ -104,63 +54,6 @@ ROUTERS = (
     agent.router,
     export.router,
 )
-
-
-def _strict_request(operation: Any) -> None:
-    """What the schemas cannot see, checked once the request is authenticated and its
-    parameters validated, before the view runs (so nothing is stored):
-
-    - a query parameter the operation does not take (`?limt=5`) is a 422 naming it, as
-      an unknown body field is: never silently ignored;
-    - a body holding what no database stores (the parser noted where) is a 422 naming
-      the field;
-    - an operation that takes no body refuses one (a DELETE with a body full of typos
-      is not carried out as if it were empty).
-
-    Wraps the view function, which django-ninja copies to each mounted operation."""
-    known = frozenset(
-        field.alias or name
-        for model in operation.models
-        if model.__ninja_param_source__ == "query"
-        for name, field in model.model_fields.items()
-    )
-    takes_body = any(model.__ninja_param_source__ == "body" for model in operation.models)
-    view = operation.view_func
-
-    @functools.wraps(view)
-    def strict(request: HttpRequest, **values: Any) -> Any:
-        problems = [
-            {
-                "type": "extra_forbidden",
-                "loc": ["query", name],
-                "msg": "unknown query parameter"
-                + (f"; this operation takes {', '.join(sorted(known))}" if known else ""),
-            }
-            for name in sorted(set(request.GET) - known)
-        ]
-        if not takes_body and request.body:
-            problems.append(
-                {"type": "extra_forbidden", "loc": ["body"], "msg": "this operation takes no body"}
-            )
-        unstorable = getattr(request, "unstorable", None)
-        if unstorable is not None:
-            path, message = unstorable
-            problems.append(
-                {"type": "value_error", "loc": ["body", "payload", *path], "msg": message}
-            )
-        if problems:
-            raise ValidationError(problems)
-        return view(request, **values)
-
-    operation.view_func = strict
-
-
-def mount_strict(target: NinjaAPI, router: Router) -> None:
-    """Mount `router` on `target` with every operation checked by `_strict_request`."""
-    for path_view in router.path_operations.values():
-        for operation in path_view.operations:
-            _strict_request(operation)
-    target.add_router("/", router)
 
 
 for _router in ROUTERS:

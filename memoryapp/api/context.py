@@ -9,7 +9,6 @@ from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import answers
-from memoryapp.api.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
 from memoryapp.api.schemas import (
     ContextItemIn,
     ContextItemList,
@@ -20,6 +19,7 @@ from memoryapp.api.schemas import (
 from memoryapp.core.context import assemble_context
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem
+from memoryapp.http.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
 from memoryapp.lib import tokens
 
 router = Router()

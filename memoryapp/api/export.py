@@ -24,26 +24,27 @@ from ninja.errors import HttpError, ValidationError
 from pydantic import AfterValidator, Field, StrictBool
 
 from memoryapp.ams.schemas import MAX_RECORDS, AmsType
-from memoryapp.api.common import READ, READ_ONE, agent_of, errors, live_session
 from memoryapp.api.schemas import (
-    MAX_INT,
-    WHOLE,
     Confidence,
     ContextValue,
-    InputSchema,
     MemoryType,
     Moment,
     NonNegativeInt,
-    Output,
     Role,
-    SessionKey,
     SubtaskStatus,
+)
+from memoryapp.core import export
+from memoryapp.core.limits import MAX_INT, MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+from memoryapp.core.models import Session
+from memoryapp.http.common import READ, READ_ONE, agent_of, errors, live_session
+from memoryapp.http.schemas import (
+    WHOLE,
+    InputSchema,
+    Output,
+    SessionKey,
     check_name,
     check_session_key,
 )
-from memoryapp.core import export
-from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
-from memoryapp.core.models import Session
 from memoryapp.lib.extraction import kinds
 
 router = Router(tags=["export"])

@@ -12,7 +12,6 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 
 from memoryapp.api import pagination
-from memoryapp.api.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, live_session
 from memoryapp.api.schemas import (
     FindingCheckIn,
     FindingCheckOut,
@@ -23,6 +22,7 @@ from memoryapp.api.schemas import (
 from memoryapp.core.context import finding_dict
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Finding
+from memoryapp.http.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, live_session
 
 router = Router(tags=["findings"])
 

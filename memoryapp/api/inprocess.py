@@ -72,7 +72,7 @@ def client(
     `close_connections`: each call closes its thread's database connections when it is
     done (for calls from short-lived or pooled threads: see _closing_app); `environ`:
     entries each request's WSGI environ gets (what no client can send, such as
-    api/auth.COUNTED_FOR)."""
+    http/auth.COUNTED_FOR)."""
     url = url or base_url()
     headers = {}
     proxy_header = settings.SECURE_PROXY_SSL_HEADER

@@ -1,7 +1,7 @@
 """memoryapp's MCP server over streamable HTTP, served by memoryapp itself:
 
     https://HOST/mcp/<key>            (the key in the URL, for clients that send no headers;
-                                       api/middleware.py moves it into the header and
+                                       http/middleware.py moves it into the header and
                                        keeps it out of every log)
     https://HOST/mcp                  (with `Authorization: Bearer <key>`)
 
@@ -31,8 +31,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.mcp_server import build_server
 from memoryapp.api import inprocess
-from memoryapp.api.auth import COUNTED_FOR, ApiKeyAuth, RateLimited, client_address
-from memoryapp.api.schemas import check_session_key
+from memoryapp.http.auth import COUNTED_FOR, ApiKeyAuth, RateLimited, client_address
+from memoryapp.http.schemas import check_session_key
 
 
 def _bearer(request: HttpRequest) -> str:
@@ -54,7 +54,7 @@ def _unauthorized() -> JsonResponse:
 
 @csrf_exempt
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    # /mcp/<key> arrives here as /mcp with the key as its bearer key (api/middleware.py).
+    # /mcp/<key> arrives here as /mcp with the key as its bearer key (http/middleware.py).
     raw_key = _bearer(request)
     try:
         api_key = ApiKeyAuth().authenticate(request, raw_key)

@@ -12,19 +12,7 @@ from ninja import Path, Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import pagination
-from memoryapp.api.common import (
-    CONFLICTING_WRITE,
-    READ,
-    READ_ONE,
-    WRITE_ONE,
-    actor,
-    agent_of,
-    errors,
-    live_session,
-    memory_of,
-)
 from memoryapp.api.schemas import (
-    MAX_INT,
     MemoryDetail,
     MemoryHistoryOut,
     MemoryIn,
@@ -37,7 +25,19 @@ from memoryapp.api.schemas import (
 )
 from memoryapp.core import search as fulltext
 from memoryapp.core.context import memory_dict
+from memoryapp.core.limits import MAX_INT
 from memoryapp.core.models import Memory, MemoryEvent
+from memoryapp.http.common import (
+    CONFLICTING_WRITE,
+    READ,
+    READ_ONE,
+    WRITE_ONE,
+    actor,
+    agent_of,
+    errors,
+    live_session,
+    memory_of,
+)
 
 router = Router(tags=["memories"])
 

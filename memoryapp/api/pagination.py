@@ -20,7 +20,7 @@ from typing import Any
 from ninja import Query
 from ninja.errors import HttpError
 
-from memoryapp.api.schemas import MAX_INT
+from memoryapp.core.limits import MAX_INT
 
 MAX_PAGE = 200
 MAX_CURSOR_CHARS = 400

@@ -5,15 +5,12 @@ booleans), roles must be known, and every string has a length bound."""
 from __future__ import annotations
 
 import json
-import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from ninja import Schema
 from pydantic import (
     AfterValidator,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     field_validator,
@@ -21,44 +18,16 @@ from pydantic import (
 
 from memoryapp.core.limits import (
     MAX_FACT_CHARS,
+    MAX_INT,
+    MAX_MESSAGES_PER_TURN,
     MAX_MESSAGES_SETTING,
     MAX_TOKEN_BUDGET,
     MAX_TTL_SECONDS,
 )
+from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey
 
-
-class InputSchema(Schema):
-    """What an agent sends: a field the API does not know (a typo, most often) is a 422
-    naming it, never silently dropped."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class Output(Schema):
-    """What the API answers. A view's dict with a field its schema does not declare is an
-    error (a 500 the tests see), never a field silently dropped from the answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-# Integers are bounded to what their columns hold (PostgreSQL `integer`).
-MAX_INT = 2_147_483_647
-
-
-def _whole_number(value: Any) -> Any:
-    """JSON has one number type, and JSON Schema counts 3.0 as the integer 3; 3.5, "3"
-    and true stay refused (the integer check that follows is strict)."""
-    if type(value) is float and value.is_integer():
-        return int(value)
-    return value
-
-
-# After the Field (`Annotated[int, Field(strict=True, ge=…), WHOLE]`), or the published
-# schema loses its minimum and maximum.
-WHOLE = BeforeValidator(_whole_number)
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT), WHOLE]
 Role = Literal["system", "user", "assistant", "tool"]
-MAX_MESSAGES_PER_TURN = 1000
 MAX_TOOL_CALLS_PER_TURN = 500
 
 
@@ -315,46 +284,6 @@ class HealthOut(Output):
     status: str
     database: dict[str, Any]
     broker: dict[str, Any]
-
-
-class ErrorOut(Output):
-    """Every error: `detail` is a sentence, or for a 422 from validation the list of
-    problems, each with `loc` (where: `["body", "payload", field, …]` or
-    `["query", name]`) and `msg`. A 500 adds `error_id`, the id in the server's log."""
-
-    detail: str | list[dict[str, Any]]
-    error_id: str | None = None
-
-
-def check_name(value: str, what: str) -> str:
-    """The one rule for session keys and item names: 1 to 200 characters, not `.` or
-    `..` (a link to them would read as a path segment), no `/` (no URL path reaches a
-    name holding one: the path converters stop at it, and the dashboard's links to the
-    session fail), and none of the characters that hide or reorder text: control (C0,
-    DEL, C1 such as U+0085), format (U+200B–U+200F, U+2028/U+2029 line and paragraph
-    separators, bidirectional overrides, a BOM), or surrogates. A name in a path never
-    holds a `/`; one in a query parameter or a body may."""
-    if not value or len(value) > 200:
-        raise ValueError(f"{what} has 1 to 200 characters")
-    if value in (".", ".."):
-        raise ValueError(f"{what} cannot be '.' or '..'")
-    if "/" in value:
-        raise ValueError(f"{what} must not contain '/' (no URL could name it)")
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
-            raise ValueError(
-                f"{what} must not contain control, format or line-separator characters "
-                f"(found U+{ord(ch):04X})"
-            )
-    return value
-
-
-def check_session_key(key: str) -> str:
-    return check_name(key, "a session key")
-
-
-# A session key in a body: the same rule as in a path, the 422 naming the field.
-SessionKey = Annotated[str, AfterValidator(check_session_key)]
 
 
 # --- context and working context ---------------------------------------------------------

@@ -8,9 +8,9 @@ from django.http import HttpRequest
 from ninja import Query, Router
 
 from memoryapp.api import pagination
-from memoryapp.api.common import READ, agent_of
 from memoryapp.api.schemas import SearchPage
 from memoryapp.core import search as fulltext
+from memoryapp.http.common import READ, agent_of
 
 router = Router(tags=["search"])
 

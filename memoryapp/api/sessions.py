@@ -13,17 +13,7 @@ from ninja import Path, Query, Router, Status
 from ninja.errors import HttpError
 
 from memoryapp.api import answers, pagination
-from memoryapp.api.common import (
-    READ,
-    READ_ONE,
-    WRITE_ONE,
-    agent_of,
-    errors,
-    live_session,
-    session_key,
-)
 from memoryapp.api.schemas import (
-    MAX_INT,
     HistoryMessageOut,
     HistoryOut,
     MessagePage,
@@ -52,10 +42,19 @@ from memoryapp.core.conversation import (
     restore_history,
     session_summary,
 )
-from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
+from memoryapp.core.limits import MAX_INT, MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
 from memoryapp.core.models import Message, Session, Subtask, Turn
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
+from memoryapp.http.common import (
+    READ,
+    READ_ONE,
+    WRITE_ONE,
+    agent_of,
+    errors,
+    live_session,
+    session_key,
+)
 from memoryapp.lib import tokens
 
 router = Router(tags=["sessions"])

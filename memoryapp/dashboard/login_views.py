@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 
-from memoryapp.api.auth import client_address
 from memoryapp.core import ratelimit
+from memoryapp.http.auth import client_address
 
 
 def _limit() -> ratelimit.Limit:

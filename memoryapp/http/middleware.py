@@ -14,7 +14,7 @@ thing (settings.MIDDLEWARE runs them in the order listed here):
 - AddressRateLimitMiddleware: per-address limits (too many requests, too many wrong keys):
   a JSON 429 with Retry-After before the body is read (`/api/v1/health` is exempt). The
   same round trip to the cache counts the request's key, whose limit authentication
-  applies (api/auth.py).
+  applies (http/auth.py).
 - ApiBodyLimitMiddleware: too large is a JSON 413 (Django would raise RequestDataTooBig, a
   400, deep inside body parsing); a chunked body without Content-Length is read here
   (Django would read it as empty); a body shorter than its Content-Length that never
@@ -38,8 +38,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from ninja.parser import Parser
 
-from memoryapp.api.auth import address_refusal
 from memoryapp.core import dispatch
+from memoryapp.http.auth import address_refusal
 
 AMS_PREFIX = "/ams/"
 MCP_PREFIX = "/mcp/"
@@ -236,7 +236,7 @@ class JsonParser(Parser):
     """django-ninja's JSON parser, noting (not refusing: the parser runs before the view
     and a refusal here would be a 400 without the field's name) where the body holds
     what no database stores. The API refuses it with a 422 naming the field, after
-    authentication, before anything is stored (`api._strict_request`)."""
+    authentication, before anything is stored (`contract._strict_request`)."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         data = json.loads(request.body, parse_constant=float)  # NaN: noted below, refused

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja.errors import HttpError
 
-from memoryapp.api.schemas import ErrorOut, check_name, check_session_key
 from memoryapp.core.models import SELF, Agent, Memory, Session
+from memoryapp.http.schemas import ErrorOut, check_name, check_session_key
 
 # Every authenticated operation can answer these: no or a wrong key (401), a parameter or
 # body that breaks the contract (422), over a rate limit (429), the database unreachable

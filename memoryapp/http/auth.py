@@ -20,7 +20,7 @@ class RateLimited(Exception):
         self.detail = detail
 
     def response(self) -> JsonResponse:
-        """The 429 outside django-ninja (its API answers through `api._rate_limited`)."""
+        """The 429 outside django-ninja (an API answers through `contract._rate_limited`)."""
         response = JsonResponse({"detail": self.detail}, status=429)
         response["Retry-After"] = str(self.retry_after)
         return response
