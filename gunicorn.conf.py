@@ -78,3 +78,10 @@ logger_class = RedactingLogger
 
 # gunicorn's stock threaded worker: each worker process answers `threads` requests at a time.
 worker_class = "gthread"
+
+# The longest request line and header field gunicorn takes (its maximum): nginx in front
+# (deploy/nginx.conf) refuses longer ones first, with JSON.
+limit_request_line = 8190
+limit_request_field_size = 8190
+# As many header fields as nginx lets through in its 32 KiB of header buffers.
+limit_request_fields = 32768

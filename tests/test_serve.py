@@ -242,8 +242,18 @@ def test_the_proxys_own_refusals_are_json(served):
         too_long = _answer(sock)
     head, _, body = too_long.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 414"), too_long[:200]
-    assert b"Content-Type: application/json" in head
-    assert "16 KiB" in json.loads(body)["detail"]
+    assert b"Content-Type: application/json; charset=utf-8" in head
+    assert "8 KiB" in json.loads(body)["detail"]
+
+
+@pytest.mark.parametrize("length", [5_000, 8_160])
+def test_what_the_proxy_lets_through_gunicorn_takes(served, length):
+    """A request line or header the proxy passes is within gunicorn's limits (whose own
+    refusals are HTML): the application answers it, in JSON."""
+    path = "/api/v1/" + "a" * length
+    assert httpx.get(served.url + path).json()["detail"].startswith("no such endpoint")
+    headers = {"X-Long": "a" * length, **{f"X-Field-{n}": "1" for n in range(200)}}
+    assert httpx.get(f"{served.url}/api/v1/health", headers=headers).status_code == 200
 
     from django.conf import settings
 
