@@ -698,6 +698,11 @@ def test_a_shell_command_without_an_exit_status(tool, query, output, success, de
         ("echo x >>log.txt", ["/app/log.txt"]),
         ("git restore lib/a.ex", ["*"]),
         ("install -m 644 app.conf /etc/app.conf", ["/etc/app.conf"]),
+        # What a command reads (<, <<<) or where it sends errors is no operand of it.
+        ("tee -a out.log < in.txt", ["/app/out.log"]),
+        ("tee out.log <in.txt", ["/app/out.log"]),
+        ("cp a.ex b.ex < /dev/null", ["/app/b.ex"]),
+        ("rm x.ex 2> /dev/null", ["/app/x.ex"]),
     ],
 )
 def test_files_a_shell_command_writes(command, written):

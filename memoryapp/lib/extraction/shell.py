@@ -570,7 +570,7 @@ def _segment_writes(words: list[str]) -> list[str] | None:
     first); None when it may rewrite any file."""
     program, line = words[0].rsplit("/", 1)[-1], " ".join(words)
     paths = _redirect_targets(words)
-    operands = [w for w in words[1:] if not w.startswith("-") and w not in (">", ">>")]
+    operands = _operands(words)
     if _GIT_PATHS.match(line) and "--" in words:
         paths += words[words.index("--") + 1 :]
     elif _BROAD_WRITERS.match(line) or (program == "git" and line.startswith("git restore")):
@@ -582,6 +582,26 @@ def _segment_writes(words: list[str]) -> list[str] | None:
     elif program in ("cp", "install") and operands:
         paths.append(operands[-1])
     return paths
+
+
+# A redirection's operator alone (its file is the next word) or with its file attached.
+_REDIRECTION = re.compile(r"^(?:\d*|&)(?:<<<|<<|<>|<&|<|>>|>&|>\||>)(.*)$")
+
+
+def _operands(words: list[str]) -> list[str]:
+    """A command's operands: its words after the program but options and redirections
+    (`< in.txt`, `2>err.log`, `>> out`; their files are not operands)."""
+    operands, skip_next = [], False
+    for word in words[1:]:
+        if skip_next:
+            skip_next = False
+            continue
+        redirection = _REDIRECTION.match(word)
+        if redirection:
+            skip_next = not redirection.group(1)
+        elif not word.startswith("-"):
+            operands.append(word)
+    return operands
 
 
 def _redirect_targets(words: list[str]) -> list[str]:
