@@ -36,6 +36,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.importers import EXPORT, ExportFile, detect_format, load_transcript, scan_path
+from memoryapp.ams import export as ams_export
 from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.api import export as export_api
 from memoryapp.api import schemas
@@ -1726,9 +1727,11 @@ TYPED = {
     export_api.ExportMessage: shapes.HistoryMessage,
     export_api.ExportSubtask: export.SubtaskExport,
     export_api.ExportMemory: export.MemoryExport,
-    export_api.ExportAmsRecord: export.AmsRecordExport,
+    export_api.ExportAmsRecord: ams_export.AmsRecordExport,
     export_api.ExportMemoryEvent: export.EventExport,
 }
+# A memory's export holds a key per section another app registered (memoryapp/ams: `ams`).
+SECTIONS = {export_api.ExportMemory: {s.name for s in export.MEMORY_SECTIONS}}
 
 
 @pytest.mark.parametrize("schema", list(EXTRA), ids=lambda s: s.__name__)
@@ -1740,7 +1743,12 @@ def test_each_exported_object_is_its_api_shape_plus_what_a_copy_needs(schema):
 @pytest.mark.parametrize("schema", list(TYPED), ids=lambda s: s.__name__)
 def test_the_core_builds_what_the_schema_declares(schema):
     typed = TYPED[schema]
-    assert set(schema.model_fields) == typed.__required_keys__ | typed.__optional_keys__
+    keys = typed.__required_keys__ | typed.__optional_keys__ | SECTIONS.get(schema, set())
+    assert set(schema.model_fields) == keys
+
+
+def test_the_ams_record_is_a_section_of_a_memorys_export():
+    assert [s.name for s in export.MEMORY_SECTIONS] == ["ams"]
 
 
 def test_the_loader_recognises_an_export_and_leaves_it_whole(api, rich, tmp_path):

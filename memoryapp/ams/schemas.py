@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
-from memoryapp.core.limits import MAX_FACT_CHARS, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+from memoryapp.core.limits import MAX_FACT_CHARS, MAX_RECORDS, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 from memoryapp.http.middleware import unstorable_at
-from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey, check_name
+from memoryapp.http.schemas import WHOLE, AmsType, InputSchema, Output, SessionKey, check_name
 
 # Prefixes of the names memoryapp gives what it stores: a working-context item holding
 # one key of a working memory's `data`, and the one holding its `context`.
@@ -30,12 +30,10 @@ MEMORY_ID_PREFIX = "memoryapp-memory-"
 # A message may claim to be this far in the future (clock skew), as the client allows.
 MAX_FUTURE = timedelta(seconds=300)
 MAX_WORKING_MESSAGES = 10_000
-MAX_RECORDS = 1000
 # Each data key is a working-context item written with its history: a PUT holds the
 # session's lock while it writes them.
 MAX_DATA_KEYS = 100
 
-AmsType = Literal["episodic", "semantic", "message"]
 Role = Literal["system", "user", "assistant", "tool"]
 
 

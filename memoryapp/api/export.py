@@ -23,7 +23,6 @@ from ninja import Query, Router, Status
 from ninja.errors import HttpError, ValidationError
 from pydantic import AfterValidator, Field, StrictBool
 
-from memoryapp.ams.schemas import MAX_RECORDS, AmsType
 from memoryapp.api.schemas import (
     Confidence,
     ContextValue,
@@ -34,11 +33,18 @@ from memoryapp.api.schemas import (
     SubtaskStatus,
 )
 from memoryapp.core import export
-from memoryapp.core.limits import MAX_INT, MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
+from memoryapp.core.limits import (
+    MAX_INT,
+    MAX_MESSAGES_SETTING,
+    MAX_RECORDS,
+    MAX_TOKEN_BUDGET,
+    MAX_TTL_SECONDS,
+)
 from memoryapp.core.models import Session
 from memoryapp.http.common import READ, READ_ONE, agent_of, errors, live_session
 from memoryapp.http.schemas import (
     WHOLE,
+    AmsType,
     InputSchema,
     Output,
     SessionKey,

@@ -5,9 +5,9 @@ time), turns (usage, model, time) with their tool-call rows and extraction jobs,
 (identity, provenance, staleness), working context (with the evidence of inferred items),
 subtasks, the session's goal, metadata, TTL and expiry, the extraction evidence tally, and
 the long-term memories it produced; every finding, context item and memory carries its
-history (MemoryEvent rows, oldest first), and a memory the Redis Agent Memory Server API
-(memoryapp/ams) wrote carries what that API keeps beside it (its record: the client's id,
-memory type, namespace, user, session, dates, topics and entities). An agent's export
+history (MemoryEvent rows, oldest first), and a memory carries what another app keeps
+beside it, each as a section of its own (a `MemorySection`: the Redis Agent Memory Server
+API's record, `ams`, memoryapp/ams/export.py). An agent's export
 holds all its live sessions, its memories that no live session produced, and its
 settings.
 
@@ -40,14 +40,10 @@ is a consistent snapshot) and an agent's own memories a page at a time, and stre
 document out as it goes; the set of the agent's memory ids is kept for the whole export.
 An import holds its whole document (bounded by the request size limit).
 
-Records: a client's record id is unique in its agent. An import naming one the agent
-already has is an `ImportConflict` (nothing written), or with `replace` takes the id over:
-the agent's record is removed and its memory stays, reached by memoryapp's id from then
-on, as a replaced session's memories stay. An id of memoryapp's (`memoryapp-memory-<pk>`,
-a record the client made by naming a memory written through /api/v1) names the new
-memory's pk after an import. A record's session (`session_id`, and the session whose
-working memory lists it) follows a session renamed by the import; a working memory not
-created by the import (not in the document, or expired) is dropped.
+Sections: an app that keeps rows beside memories registers a `MemorySection` from its
+AppConfig.ready (`add_memory_section`); this module reads, checks and writes each through
+it and never imports the app. Something a section names that the agent already holds (the
+AMS API's record ids) is an `ImportConflict`, unless `replace`.
 """
 
 from __future__ import annotations
@@ -56,14 +52,12 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memoryapp.ams.models import MemoryRecord, RecordTag
-from memoryapp.ams.schemas import MEMORY_ID_PREFIX
 from memoryapp.core.context import finding_dict, memory_dict
 from memoryapp.core.conversation import message_dict, session_summary
 from memoryapp.core.dispatch import dispatch_extraction
@@ -217,36 +211,17 @@ class SubtaskExport(TypedDict):
     updated_at: str
 
 
-class AmsRecordExport(TypedDict):
-    """A memory's MemoryRecord and RecordTags (memoryapp/ams), in the names its client
-    uses (export only). Text fields hold "" for none, as their columns do."""
-
-    id: str
-    memory_type: str
-    namespace: str
-    user_id: str
-    session_id: str
-    event_date: str | None
-    created_at: str
-    extracted_from: list[str] | None
-    # The key of the session whose working memory lists the record (null: none, or one
-    # not in the document).
-    working_memory: str | None
-    topics: list[str]
-    entities: list[str]
-
-
 class MemoryExport(MemoryShape):
     """`memory_dict` with `superseded_by` (as `GET /memories/{id}` answers), plus (export
-    only) its own expiry, access record and history, and its record when the Redis Agent
-    Memory Server API wrote it (absent otherwise)."""
+    only) its own expiry, access record and history, and a key for each section that has
+    something of this memory (`ams`: its record, when the Redis Agent Memory Server API
+    wrote it; absent otherwise)."""
 
     superseded_by: int | None
     expires_at: str | None
     last_accessed_at: str | None
     access_count: int
     history: list[EventExport]
-    ams: NotRequired[AmsRecordExport]
 
 
 class SessionExport(SessionSummary):
@@ -330,40 +305,18 @@ def _histories(agent: Agent, targets: dict[str, Iterable[int]]) -> dict[tuple[st
     return found
 
 
-def _with_records(memories) -> Any:
-    """Memories with their record, its working memory and its tags, in two queries."""
-    return memories.select_related("ams_record__working_memory").prefetch_related(
-        "ams_record__tags"
-    )
-
-
-def _record_export(memory: Memory, sessions: set[int]) -> AmsRecordExport | None:
-    try:
-        record = memory.ams_record
-    except MemoryRecord.DoesNotExist:
-        return None
-    listed_in = record.working_memory if record.working_memory_id in sessions else None
-    tags = list(record.tags.all())
-    return {
-        "id": record.record_id,
-        "memory_type": record.memory_type,
-        "namespace": record.namespace,
-        "user_id": record.user_id,
-        "session_id": record.session_key,
-        "event_date": _iso(record.event_date),
-        "created_at": record.created_at.isoformat(),
-        "extracted_from": record.extracted_from,
-        "working_memory": listed_in.key if listed_in is not None else None,
-        "topics": [t.value for t in tags if t.kind == RecordTag.Kind.TOPIC],
-        "entities": [t.value for t in tags if t.kind == RecordTag.Kind.ENTITY],
-    }
+def _with_sections(memories: QuerySet[Memory]) -> QuerySet[Memory]:
+    """Memories reading every section's rows along, in a constant number of queries."""
+    for section in MEMORY_SECTIONS:
+        memories = section.with_rows(memories)
+    return memories
 
 
 def _memory_export(
     memory: Memory, history: list[MemoryEvent], known: set[int] | None, sessions: set[int]
 ) -> MemoryExport:
-    """`sessions`: the ids of the document's sessions (a record's working memory is kept
-    when it is one of them)."""
+    """`sessions`: the ids of the document's sessions (a section may keep a reference to
+    one of them: a record's working memory)."""
     superseded_by = memory.superseded_by_id
     if known is not None and superseded_by not in known:
         superseded_by = None
@@ -375,9 +328,10 @@ def _memory_export(
         "access_count": memory.access_count,
         "history": [_event(e, known) for e in history],
     }
-    record = _record_export(memory, sessions)
-    if record is not None:
-        exported["ams"] = record
+    for section in MEMORY_SECTIONS:
+        part = section.export(memory, sessions)
+        if part is not None:
+            exported[section.name] = part  # type: ignore[literal-required]
     return exported
 
 
@@ -423,7 +377,7 @@ def session_export(
     subtasks = list(
         Subtask.objects.filter(session=session).prefetch_related("dependencies").order_by("id")
     )
-    memories = list(_with_records(Memory.objects.filter(session=session)).order_by("id"))
+    memories = list(_with_sections(Memory.objects.filter(session=session)).order_by("id"))
     if known_sessions is None:
         known_sessions = {session.pk}
     if known_memories is None:
@@ -616,7 +570,7 @@ def stream_agent(agent: Agent, now: datetime | None = None) -> Iterator[str]:
                 yield exported
 
     def memories() -> Iterator[MemoryExport]:
-        own = _with_records(Memory.objects.for_agent(agent)).filter(
+        own = _with_sections(Memory.objects.for_agent(agent)).filter(
             Q(session__isnull=True) | Q(session__expires_at__lte=now) | Q(session_id__in=gone),
             id__lte=last_memory,
         )
@@ -650,6 +604,55 @@ class ImportConflict(Exception):
 
     keys: list[str]
     records: list[str] = field(default_factory=list)
+
+
+class MemorySection(Protocol):
+    """What an app keeps beside memories, carried in each memory's export under `name`
+    (memoryapp/ams/export.py: the AMS API's record). Registered by the app's ready()."""
+
+    name: str
+
+    def with_rows(self, memories: QuerySet[Memory]) -> QuerySet[Memory]:
+        """`memories` reading the section's rows along (select_ or prefetch_related)."""
+        ...
+
+    def export(self, memory: Memory, sessions: set[int]) -> Any:
+        """The section of `memory`'s export, None when it has none. `sessions`: the ids
+        of the document's sessions."""
+        ...
+
+    def check(self, located: list[tuple[Loc, MemoryExport]]) -> list[tuple[Loc, str]]:
+        """What is wrong with the document's sections that the schema cannot say, given
+        every memory with where it is."""
+        ...
+
+    def held(self, agent: Agent, memories: list[MemoryExport]) -> list[str]:
+        """What the memories' sections name that the agent has already (an import
+        conflict unless `replace`), sorted."""
+        ...
+
+    def write(
+        self,
+        agent: Agent,
+        written: list[tuple[Memory, MemoryExport]],
+        created: dict[str, Session],
+        renamed: dict[str, str],
+        replace: bool,
+    ) -> None:
+        """The section's rows for the memories written (each row with what it was made
+        from), inside the import's transaction. `created`: the sessions made, by the key
+        the document gives them; `renamed`: the key each document session is stored
+        under."""
+        ...
+
+
+MEMORY_SECTIONS: list[MemorySection] = []
+
+
+def add_memory_section(section: MemorySection) -> None:
+    """Carry `section` in every export and import from now on (once, by name)."""
+    if all(s.name != section.name for s in MEMORY_SECTIONS):
+        MEMORY_SECTIONS.append(section)
 
 
 @dataclass
@@ -789,18 +792,15 @@ def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc,
     memory_ids = {m["id"] for m in memories}
     if len(memory_ids) != len(memories):
         problems.add(("memories",), "memory ids are unique across the document")
-    record_ids: set[str] = set()
-    located = [
+    located: list[tuple[Loc, MemoryExport]] = [
         (("sessions", i, "memories", j), m)
         for i, s in enumerate(document["sessions"])
         for j, m in enumerate(s["memories"])
     ]
     located += [(("memories", j), m) for j, m in enumerate(document["memories"])]
-    for at, memory in located:
-        if "ams" in memory:
-            if memory["ams"]["id"] in record_ids:
-                problems.add((*at, "ams", "id"), "record ids are unique across the document")
-            record_ids.add(memory["ams"]["id"])
+    for section in MEMORY_SECTIONS:
+        for loc, message in section.check(located):
+            problems.add(loc, message)
     seen: set[str] = set()
     for i, (session, key) in enumerate(zip(document["sessions"], keys, strict=True)):
         if key in seen:
@@ -870,15 +870,16 @@ def import_document(
     pairs = list(zip(sessions, keys, strict=True))
     alive = [_when(s["expires_at"]) > now for s in sessions]
     result.expired = [k for (_, k), live in zip(pairs, alive, strict=True) if not live]
-    record_ids = _client_record_ids(document)
+    every_memory = [m for s in sessions for m in s["memories"]] + document["memories"]
     if not replace:
         wanted = [k for (_, k), live in zip(pairs, alive, strict=True) if live]
         taken = Session.objects.for_agent(agent).active(now).filter(key__in=wanted)
         if taken.exists():
             raise ImportConflict(sorted(taken.values_list("key", flat=True)))
-        held = MemoryRecord.objects.for_agent(agent).filter(record_id__in=record_ids)
-        if record_ids and held.exists():
-            raise ImportConflict([], sorted(held.values_list("record_id", flat=True)))
+        for section in MEMORY_SECTIONS:
+            held = section.held(agent, every_memory)
+            if held:
+                raise ImportConflict([], held)
 
     memory_map: dict[int, Memory] = {}
     written: list[tuple[Memory, MemoryExport]] = []
@@ -897,76 +898,14 @@ def import_document(
         written += _make_memories(agent, None, document["memories"], memory_map)
         _link_memories(agent, written, memory_map)
         renamed = {session["key"]: key for session, key in pairs}
-        _make_records(agent, written, record_ids, created, renamed, replace)
+        for section in MEMORY_SECTIONS:
+            section.write(agent, written, created, renamed, replace)
         for job_id in queued:
             # After commit, as append_turn does; a failed dispatch is left to the sweep.
             transaction.on_commit(lambda job_id=job_id: dispatch_extraction(job_id), robust=True)
     result.memories = len(written)
     result.extraction_queued = len(queued)
     return result
-
-
-def _is_memoryapps(record_id: str) -> bool:
-    return record_id.startswith(MEMORY_ID_PREFIX)
-
-
-def _client_record_ids(document: ExportDocument) -> list[str]:
-    """The client's record ids the document holds (not memoryapp's: those name the new
-    memory's pk)."""
-    memories = [m for s in document["sessions"] for m in s["memories"]] + document["memories"]
-    return [m["ams"]["id"] for m in memories if "ams" in m and not _is_memoryapps(m["ams"]["id"])]
-
-
-def _make_records(
-    agent: Agent,
-    written: list[tuple[Memory, MemoryExport]],
-    record_ids: list[str],
-    created: dict[str, Session],
-    renamed: dict[str, str],
-    replace: bool,
-) -> None:
-    """The records and tags of the memories written, in a constant number of queries.
-    With `replace`, a record of the agent's holding one of their ids is removed first (its
-    memory stays). `created`: the sessions made, by the key the document gives them;
-    `renamed`: the key each document session is stored under."""
-    exported = [(row, m["ams"]) for row, m in written if "ams" in m]
-    if not exported:
-        return
-    if replace and record_ids:
-        MemoryRecord.objects.for_agent(agent).filter(record_id__in=record_ids).delete()
-    records = [
-        MemoryRecord(
-            agent=agent,
-            memory=row,
-            record_id=f"{MEMORY_ID_PREFIX}{row.pk}" if _is_memoryapps(a["id"]) else a["id"],
-            memory_type=a["memory_type"],
-            namespace=a["namespace"],
-            user_id=a["user_id"],
-            session_key=renamed.get(a["session_id"], a["session_id"]),
-            event_date=_when(a["event_date"]),
-            created_at=_when(a["created_at"]),
-            extracted_from=a["extracted_from"],
-            working_memory=created.get(a["working_memory"] or ""),
-        )
-        for row, a in exported
-    ]
-    try:
-        with transaction.atomic():
-            MemoryRecord.objects.bulk_create(records, batch_size=BATCH)
-    except IntegrityError:
-        raise ImportConflict([], sorted(record_ids)) from None  # written meanwhile
-    RecordTag.objects.bulk_create(
-        [
-            RecordTag(record=record, kind=kind, value=value)
-            for record, (_, a) in zip(records, exported, strict=True)
-            for kind, values in (
-                (RecordTag.Kind.TOPIC, a["topics"]),
-                (RecordTag.Kind.ENTITY, a["entities"]),
-            )
-            for value in values
-        ],
-        batch_size=BATCH,
-    )
 
 
 def _apply_settings(agent: Agent, settings: AgentSettings) -> None:

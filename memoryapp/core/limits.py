@@ -9,3 +9,4 @@ MAX_TTL_SECONDS = 365 * 24 * 3600  # a session's time to live: a year
 # Integers are bounded to what their columns hold (PostgreSQL `integer`).
 MAX_INT = 2_147_483_647
 MAX_MESSAGES_PER_TURN = 1000  # one turn's messages, as the agent API and the AMS API take them
+MAX_RECORDS = 1000  # AMS records in one request; a record's extracted_from

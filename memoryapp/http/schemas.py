@@ -7,7 +7,7 @@ whole numbers as JSON writes them, every error's shape, and the one rule for nam
 from __future__ import annotations
 
 import unicodedata
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, ConfigDict
@@ -38,6 +38,12 @@ def _whole_number(value: Any) -> Any:
 # After the Field (`Annotated[int, Field(strict=True, ge=…), WHOLE]`), or the published
 # schema loses its minimum and maximum.
 WHOLE = BeforeValidator(_whole_number)
+
+
+# The memory types of a record, as the Redis Agent Memory Server API's client names them:
+# its shapes (memoryapp/ams/schemas.py) and the AMS section of an export document that
+# the agent API imports (memoryapp/api/export.py).
+AmsType = Literal["episodic", "semantic", "message"]
 
 
 class ErrorOut(Output):
