@@ -9,7 +9,7 @@ such a request is answered 408 after MEMORYAPP_BODY_TIMEOUT_SECONDS (30 by defau
 Keys never reach the logs: a client that cannot send headers puts its API key in the path
 (`/ams/<key>/…` for Redis Agent Memory Server's client, `/mcp/<key>`), and gunicorn logs
 the raw request line. `RedactingLogger` writes that segment as `[redacted]` in the access
-log and in every error-log line (Django redacts its own request log: api/middleware.py).
+log and in every error-log line (Django redacts its own request log: http/middleware.py).
 """
 
 import logging
