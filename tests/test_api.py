@@ -185,6 +185,25 @@ def test_openapi_schema_and_docs_page():
     assert Client().get("/static/ninja/swagger-ui-bundle.js").status_code == 200
 
 
+def test_the_schema_states_the_rules_it_cannot_type():
+    """What a request is refused for, stated where a client reads it: the encodings this
+    server loads as an enum, ids that must be this session's and the timestamp's range in
+    the fields' descriptions."""
+    from memoryapp.lib import tokens
+
+    components = Client().get(BASE + "/openapi.json").json()["components"]["schemas"]
+    encoding = components["AgentPatch"]["properties"]["encoding"]
+    assert encoding["enum"] == list(tokens.loadable_encodings())
+    dependencies = components["SubtaskIn"]["properties"]["dependencies"]
+    assert "this session's subtasks" in dependencies["description"]
+    known_from = components["ToolCallIn"]["properties"]["known_from"]["anyOf"][0]
+    assert "a finding of this session" in known_from["description"]
+    assert (
+        "from 1970 to a day from now"
+        in components["TurnIn"]["properties"]["timestamp"]["description"]
+    )
+
+
 def test_get_agent(api, agent):
     body = api.get(BASE + "/agent").json()
     assert body["name"] == "coder"

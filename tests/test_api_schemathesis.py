@@ -25,7 +25,6 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from memoryapp.api.schemas import EARLIEST_TIMESTAMP
 from memoryapp.http.middleware import unstorable_at
 from memoryapp.http.schemas import check_name
-from memoryapp.lib import tokens
 from memoryapp.wsgi import application
 from tests.conftest import turn
 
@@ -92,10 +91,10 @@ def _valid_only_if_issued(case) -> bool:
     """Whether the case holds a value the schema can only describe in words: a cursor
     (valid only as issued by the server), a key or item name outside the documented
     rule (no control, format or separator characters, not `.`/`..`), text no database
-    stores, subtask or finding ids that are not this session's, an encoding this server cannot
-    load, a timestamp before 1970 or in the future. A 422 for those is the contract, so
-    the check that schema-valid input is accepted skips them (every other check still
-    runs)."""
+    stores, subtask or finding ids that are not this session's, a timestamp before 1970
+    or in the future (each stated in the schema's descriptions). A 422 for those is the
+    contract, so the check that schema-valid input is accepted skips them (every other
+    check still runs). An encoding is the schema's enum: checked like any value."""
     if (case.query or {}).get("cursor"):
         return True
     if unstorable_at([case.body, case.query]) is not None:
@@ -114,8 +113,6 @@ def _valid_only_if_issued(case) -> bool:
         isinstance(c, dict) and c.get("known_from") is not None for c in calls
     ):
         return True  # a finding of this session: another id is a 422
-    if "encoding" in body and body["encoding"] not in tokens.loadable_encodings():
-        return True
     # Path parameters arrive percent-encoded.
     names = [unquote(str(v)) for v in (case.path_parameters or {}).values()]
     if isinstance(body.get("session"), str):

@@ -25,6 +25,7 @@ from memoryapp.core.limits import (
     MAX_TTL_SECONDS,
 )
 from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey
+from memoryapp.lib import tokens
 
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT), WHOLE]
 Role = Literal["system", "user", "assistant", "tool"]
@@ -61,7 +62,19 @@ class ToolCallIn(InputSchema):
     details: dict[str, Any] | None = None
     # The agent did not run this call: this finding of the session already answered it
     # (what `findings/check` said). Counted in the session's stats as a call avoided.
-    known_from: Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE] | None = None
+    known_from: (
+        Annotated[
+            int,
+            Field(
+                strict=True,
+                ge=1,
+                le=MAX_INT,
+                description="the id of a finding of this session (another id is a 422)",
+            ),
+            WHOLE,
+        ]
+        | None
+    ) = None
 
     @field_validator("details")
     @classmethod
@@ -120,6 +133,10 @@ class TurnIn(InputSchema):
     # When the model call happened (imported transcripts); default: when it is stored.
     timestamp: Annotated[
         datetime | None,
+        Field(
+            description="when the model call happened, from 1970 to a day from now (else a "
+            "422); default: when the turn is stored"
+        ),
         BeforeValidator(_time_as_text),
         AfterValidator(_time_in_utc),
         AfterValidator(_not_in_future),
@@ -261,12 +278,27 @@ class AgentOut(Output):
 OptionalBudget = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_BUDGET), WHOLE] | None
 
 
+def _loadable_encodings(schema: dict[str, Any]) -> None:
+    """The encodings this server can load, as the schema's enum: asked when the OpenAPI
+    document is built, not at import (trying them loads each tokenizer)."""
+    schema["enum"] = list(tokens.loadable_encodings())
+
+
 class AgentPatch(InputSchema):
     # May be omitted, never null (the budgets below take null: "use the default share").
     ttl_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_TTL_SECONDS), WHOLE] = None
     max_messages: Annotated[int, Field(strict=True, ge=1, le=MAX_MESSAGES_SETTING), WHOLE] = None
     token_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_BUDGET), WHOLE] = None
-    encoding: Annotated[str, Field(min_length=1, max_length=64)] = None
+    # The schema lists the encodings this server can load; any other is a 422.
+    encoding: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            json_schema_extra=_loadable_encodings,
+            description="a tokenizer this server can load",
+        ),
+    ] = None
     system_budget: OptionalBudget = None
     conversation_budget: OptionalBudget = None
     working_budget: OptionalBudget = None
@@ -563,7 +595,8 @@ class SubtaskIn(InputSchema):
     title: Annotated[str, Field(min_length=1, max_length=500)]
     status: SubtaskStatus = "pending"
     dependencies: Annotated[
-        list[Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE]], Field(max_length=50)
+        list[Annotated[int, Field(strict=True, ge=1, le=MAX_INT), WHOLE]],
+        Field(max_length=50, description="ids of this session's subtasks (another id is a 422)"),
     ] = []
 
 
