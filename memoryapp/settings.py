@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memoryapp.http.proxy.RealAddressMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memoryapp.dashboard.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -205,6 +206,10 @@ MEMORYAPP_RATE_LIMIT_KEY = env_limit("MEMORYAPP_RATE_LIMIT_KEY", "6000/60")
 MEMORYAPP_RATE_LIMIT_ADDRESS = env_limit("MEMORYAPP_RATE_LIMIT_ADDRESS", "12000/60")
 MEMORYAPP_RATE_LIMIT_AUTH_FAILURES = env_limit("MEMORYAPP_RATE_LIMIT_AUTH_FAILURES", "30/300")
 MEMORYAPP_LOGIN_FAILURES = env_limit("MEMORYAPP_LOGIN_FAILURES", "5/900")
+# Behind bin/serve's nginx every request comes from the proxy: the client's address is the
+# X-Real-IP header nginx sets (http/proxy.py). Only where nothing else reaches the server:
+# a client sending its own header would choose the address it is limited by.
+MEMORYAPP_TRUST_X_REAL_IP = env_bool("MEMORYAPP_TRUST_X_REAL_IP", False)
 # Counters live in the cache: Redis when REDIS_URL is set (shared by every process),
 # else this process's memory (the embedded setup is one process).
 CACHES = {
