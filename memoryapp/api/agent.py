@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from ninja import Router
-from ninja.errors import HttpError
 
 from memoryapp.api.schemas import AgentOut, AgentPatch
 from memoryapp.core.export import agent_settings
 from memoryapp.http.common import READ, WRITE, agent_of
-from memoryapp.lib import tokens
 
 router = Router(tags=["agent"])
 
@@ -22,12 +20,7 @@ def get_agent(request: HttpRequest):
 
 @router.patch("/agent", response={200: AgentOut, **WRITE})
 def patch_agent(request: HttpRequest, payload: AgentPatch):
-    changes = payload.model_dump(exclude_unset=True)
-    if "encoding" in changes:
-        try:
-            tokens.get_encoding(changes["encoding"])
-        except tokens.EncodingUnavailable as exc:
-            raise HttpError(422, str(exc)) from None
+    changes = payload.model_dump(exclude_unset=True)  # an encoding is one this server loads
     agent = agent_of(request)
     for name, value in changes.items():
         setattr(agent, name, value)

@@ -20,6 +20,7 @@ from memoryapp.core.context import assemble_context
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem
 from memoryapp.http.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
+from memoryapp.http.schemas import ItemNameInPath, SessionKeyInPath
 from memoryapp.lib import tokens
 
 router = Router()
@@ -28,7 +29,7 @@ router = Router()
 @router.get("/sessions/{key}/context", response={200: ContextOut, **READ_ONE}, tags=["context"])
 def get_context(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     query_hint: str = Query("", max_length=1000),
     token_budget: int | None = Query(None, ge=0, le=MAX_TOKEN_BUDGET),
 ):
@@ -64,7 +65,7 @@ def _item_dict(item: ContextItem) -> dict:
     response={200: ContextItemList, **READ_ONE},
     tags=["working context"],
 )
-def list_context_items(request: HttpRequest, key: str):
+def list_context_items(request: HttpRequest, key: SessionKeyInPath):
     """The session's working context, most confident first (a session holds at most a
     few hundred items, so this is one page)."""
     session = live_session(request, key)
@@ -77,7 +78,9 @@ def list_context_items(request: HttpRequest, key: str):
     response={200: ContextItemOut, **CONFLICTING_WRITE},
     tags=["working context"],
 )
-def put_context_item(request: HttpRequest, key: str, name: str, payload: ContextItemIn):
+def put_context_item(
+    request: HttpRequest, key: SessionKeyInPath, name: ItemNameInPath, payload: ContextItemIn
+):
     """Set a working-context item. An inferred value never overwrites an explicit or
     manual one: that is a 409 and nothing changes."""
     name = item_name(name)
@@ -110,7 +113,7 @@ def put_context_item(request: HttpRequest, key: str, name: str, payload: Context
     response={204: None, **READ_ONE},
     tags=["working context"],
 )
-def delete_context_item(request: HttpRequest, key: str, name: str):
+def delete_context_item(request: HttpRequest, key: SessionKeyInPath, name: ItemNameInPath):
     name = item_name(name)
     with transaction.atomic():
         session = live_session(request, key, lock=True)

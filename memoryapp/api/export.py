@@ -48,6 +48,7 @@ from memoryapp.http.schemas import (
     InputSchema,
     Output,
     SessionKey,
+    SessionKeyInPath,
     check_name,
     check_session_key,
 )
@@ -427,7 +428,7 @@ def _streamed(pieces: Iterator[str]) -> StreamingHttpResponse:
 
 
 @router.get("/sessions/{key}/export", response={200: ExportDocument, **READ_ONE})
-def export_session(request: HttpRequest, key: str):
+def export_session(request: HttpRequest, key: SessionKeyInPath):
     """The session and everything under it, with the memories it produced and the history
     of every finding, context item and memory, as one document `POST /import` recreates
     exactly (in another agent, or on another server)."""

@@ -23,6 +23,7 @@ from memoryapp.core.context import finding_dict
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Finding
 from memoryapp.http.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, live_session
+from memoryapp.http.schemas import SessionKeyInPath
 
 router = Router(tags=["findings"])
 
@@ -30,7 +31,7 @@ router = Router(tags=["findings"])
 @router.get("/sessions/{key}/findings", response={200: FindingPage, **READ_ONE})
 def list_findings(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     cursor: str | None = pagination.cursor(),
     limit: int = pagination.limit(50),
 ):
@@ -56,7 +57,7 @@ def list_findings(
 @router.post(
     "/sessions/{key}/findings", response={200: FindingRecorded, 201: FindingRecorded, **WRITE_ONE}
 )
-def post_finding(request: HttpRequest, key: str, payload: FindingIn):
+def post_finding(request: HttpRequest, key: SessionKeyInPath, payload: FindingIn):
     """Record what a tool call taught the agent. A finding that is already known (same
     tool, matching query) is updated instead of copied: 200 instead of 201."""
     with transaction.atomic():
@@ -81,7 +82,7 @@ def _check(request: HttpRequest, key: str, tool: str, query: str) -> dict:
 @router.get("/sessions/{key}/findings/check", response={200: FindingCheckOut, **READ})
 def check_finding(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     tool: str = Query(..., min_length=1, max_length=200),
     query: str = Query("", max_length=MAX_FACT_CHARS),
 ):
@@ -93,7 +94,7 @@ def check_finding(
 
 
 @router.post("/sessions/{key}/findings/check", response={200: FindingCheckOut, **WRITE})
-def check_finding_post(request: HttpRequest, key: str, payload: FindingCheckIn):
+def check_finding_post(request: HttpRequest, key: SessionKeyInPath, payload: FindingCheckIn):
     """The same question as `GET …/findings/check`, with the call in the body:
     `{"tool": "Edit", "query": {"file_path": …, "old_string": …, "new_string": …}}`.
     Asking changes nothing."""

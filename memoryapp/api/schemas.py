@@ -311,6 +311,14 @@ class AgentPatch(InputSchema):
             raise ValueError("may be omitted but not null")
         return value
 
+    @field_validator("encoding")
+    @classmethod
+    def _loadable(cls, value: str) -> str:
+        if value not in tokens.loadable_encodings():
+            loadable = ", ".join(tokens.loadable_encodings())
+            raise ValueError(f"unknown encoding {value!r}: this server loads {loadable}")
+        return value
+
 
 class HealthOut(Output):
     status: str

@@ -55,6 +55,7 @@ from memoryapp.http.common import (
     live_session,
     session_key,
 )
+from memoryapp.http.schemas import SessionKeyInPath
 from memoryapp.lib import tokens
 
 router = Router(tags=["sessions"])
@@ -84,7 +85,7 @@ def list_sessions(
 
 
 @router.put("/sessions/{key}", response={200: SessionOut, 201: SessionOut, **errors(413)})
-def put_session(request: HttpRequest, key: str, payload: SessionIn):
+def put_session(request: HttpRequest, key: SessionKeyInPath, payload: SessionIn):
     """Create the session (201) or change its goal, status, TTL or metadata (200)."""
     key = session_key(key)
     changes = payload.model_dump(exclude_unset=True)
@@ -111,12 +112,12 @@ def put_session(request: HttpRequest, key: str, payload: SessionIn):
 
 
 @router.get("/sessions/{key}", response={200: SessionOut, **READ_ONE})
-def get_session(request: HttpRequest, key: str):
+def get_session(request: HttpRequest, key: SessionKeyInPath):
     return session_summary(live_session(request, key))
 
 
 @router.get("/sessions/{key}/stats", response={200: SessionStatsOut, **READ_ONE})
-def get_session_stats(request: HttpRequest, key: str):
+def get_session_stats(request: HttpRequest, key: SessionKeyInPath):
     """What the session holds (`entries` of each kind, `bytes` of stored text), its
     average turn in tokens, and the tool calls its agent did not run because a finding
     already answered them (`redundant_tool_calls_avoided`: calls sent with `known_from`)."""
@@ -126,7 +127,7 @@ def get_session_stats(request: HttpRequest, key: str):
 @router.delete("/sessions/{key}", response={204: None, **READ_ONE})
 def delete_session(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     scope: str = Query("all", pattern="^(conversation|all)$"),
 ):
     """`scope=conversation` deletes messages and turns and keeps the session's state (goal,
@@ -148,7 +149,7 @@ def delete_session(
 
 
 @router.post("/sessions/{key}/turns", response={201: TurnOut, **errors(409, 413)}, tags=["turns"])
-def post_turn(request: HttpRequest, key: str, payload: TurnIn, response: HttpResponse):
+def post_turn(request: HttpRequest, key: SessionKeyInPath, payload: TurnIn, response: HttpResponse):
     """Append one turn. Creates the session when absent. With an `Idempotency-Key`
     header, a retry of the same request stores nothing and answers the first answer;
     the same key with a different body is a 409."""
@@ -220,7 +221,7 @@ def _turn_input(payload: TurnIn) -> TurnInput:
 @router.get("/sessions/{key}/history", response={200: HistoryOut, **READ_ONE}, tags=["turns"])
 def get_history(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     max_messages: int | None = Query(None, ge=0, le=MAX_MESSAGES_SETTING),
     max_tokens: int | None = Query(None, ge=0, le=MAX_TOKEN_BUDGET),
 ):
@@ -262,7 +263,7 @@ def get_history(
 @router.get("/sessions/{key}/messages", response={200: MessagePage, **READ_ONE}, tags=["turns"])
 def list_messages(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     cursor: str | None = pagination.cursor(),
     limit: int = pagination.limit(100),
 ):
@@ -292,7 +293,7 @@ def list_messages(
 @router.get("/sessions/{key}/turns", response={200: TurnPage, **READ_ONE}, tags=["turns"])
 def list_turns(
     request: HttpRequest,
-    key: str,
+    key: SessionKeyInPath,
     cursor: str | None = pagination.cursor(),
     limit: int = pagination.limit(50),
 ):
@@ -337,7 +338,7 @@ SubtaskId = Path(..., ge=1, le=MAX_INT)
 @router.get(
     "/sessions/{key}/subtasks", response={200: SubtaskList, **READ_ONE}, tags=["session state"]
 )
-def list_subtasks(request: HttpRequest, key: str):
+def list_subtasks(request: HttpRequest, key: SessionKeyInPath):
     session = live_session(request, key)
     tasks = Subtask.objects.filter(session=session).prefetch_related("dependencies")
     return {"goal": session.goal, "items": [_subtask_dict(t) for t in tasks]}
@@ -346,7 +347,7 @@ def list_subtasks(request: HttpRequest, key: str):
 @router.post(
     "/sessions/{key}/subtasks", response={201: SubtaskOut, **WRITE_ONE}, tags=["session state"]
 )
-def post_subtask(request: HttpRequest, key: str, payload: SubtaskIn):
+def post_subtask(request: HttpRequest, key: SessionKeyInPath, payload: SubtaskIn):
     """Add a subtask; `dependencies` are ids of this session's subtasks."""
     with transaction.atomic():
         session = live_session(request, key, lock=True)
@@ -370,7 +371,7 @@ def post_subtask(request: HttpRequest, key: str, payload: SubtaskIn):
     tags=["session state"],
 )
 def patch_subtask(
-    request: HttpRequest, key: str, payload: SubtaskPatch, subtask_id: int = SubtaskId
+    request: HttpRequest, key: SessionKeyInPath, payload: SubtaskPatch, subtask_id: int = SubtaskId
 ):
     changes = {k: v for k, v in payload.model_dump(exclude_unset=True).items() if v is not None}
     with transaction.atomic():
@@ -390,7 +391,7 @@ def patch_subtask(
     response={204: None, **READ_ONE},
     tags=["session state"],
 )
-def delete_subtask(request: HttpRequest, key: str, subtask_id: int = SubtaskId):
+def delete_subtask(request: HttpRequest, key: SessionKeyInPath, subtask_id: int = SubtaskId):
     with transaction.atomic():
         session = live_session(request, key, lock=True)
         deleted, _ = Subtask.objects.filter(session=session, pk=subtask_id).delete()

@@ -6,11 +6,12 @@ whole numbers as JSON writes them, every error's shape, and the one rule for nam
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Annotated, Any, Literal
 
-from ninja import Schema
-from pydantic import AfterValidator, BeforeValidator, ConfigDict
+from ninja import Path, Schema
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 
 class InputSchema(Schema):
@@ -55,22 +56,27 @@ class ErrorOut(Output):
     error_id: str | None = None
 
 
+# The characters no name holds: control, format, surrogate, line and paragraph separator.
+NAME_FORBIDDEN_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+MAX_NAME_CHARS = 200
+
+
 def check_name(value: str, what: str) -> str:
     """The one rule for session keys and item names: 1 to 200 characters, not `.` or
     `..` (a link to them would read as a path segment), no `/` (no URL path reaches a
     name holding one: the path converters stop at it, and the dashboard's links to the
     session fail), and none of the characters that hide or reorder text: control (C0,
     DEL, C1 such as U+0085), format (U+200B–U+200F, U+2028/U+2029 line and paragraph
-    separators, bidirectional overrides, a BOM), or surrogates. A name in a path never
-    holds a `/`; one in a query parameter or a body may."""
-    if not value or len(value) > 200:
-        raise ValueError(f"{what} has 1 to 200 characters")
+    separators, bidirectional overrides, a BOM), or surrogates. `name_pattern()` is the
+    same rule for the OpenAPI document."""
+    if not value or len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"{what} has 1 to {MAX_NAME_CHARS} characters")
     if value in (".", ".."):
         raise ValueError(f"{what} cannot be '.' or '..'")
     if "/" in value:
         raise ValueError(f"{what} must not contain '/' (no URL could name it)")
     for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+        if unicodedata.category(ch) in NAME_FORBIDDEN_CATEGORIES:
             raise ValueError(
                 f"{what} must not contain control, format or line-separator characters "
                 f"(found U+{ord(ch):04X})"
@@ -78,9 +84,70 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+@functools.cache
+def name_pattern() -> str:
+    """check_name's rule but its length (the schemas' minLength and maxLength) as a
+    regular expression, for the schemas clients read: a character class of every code
+    point it refuses (from the same Unicode tables) but surrogates, and `.`/`..` refused
+    by a lookahead. Valid in Python's `re` and in ECMA-262 with the `u` flag (astral
+    characters are written as themselves). Built when the OpenAPI document is (a pass
+    over every code point), then kept."""
+    ranges: list[tuple[int, int]] = []
+    for point in range(0x110000):
+        category = unicodedata.category(chr(point))
+        # Surrogates are no characters (no UTF-8 text holds one, and regular expressions
+        # over Unicode characters cannot name them): refused, but not in the pattern.
+        if point == ord("/") or (category in NAME_FORBIDDEN_CATEGORIES and category != "Cs"):
+            if ranges and ranges[-1][1] == point - 1:
+                ranges[-1] = (ranges[-1][0], point)
+            else:
+                ranges.append((point, point))
+
+    def written(point: int) -> str:
+        return f"\\u{point:04x}" if point <= 0xFFFF else chr(point)
+
+    refused = "".join(
+        written(low) if low == high else f"{written(low)}-{written(high)}" for low, high in ranges
+    )
+    return f"^(?!\\.\\.?$)[^{refused}]+$"
+
+
+class _NamePattern:
+    """Annotated metadata: the published schema of a name states name_pattern()."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        schema = handler(core_schema)
+        schema.update(pattern=name_pattern(), minLength=1, maxLength=MAX_NAME_CHARS)
+        return schema
+
+
+NAME_SCHEMA = _NamePattern()
+
+
 def check_session_key(key: str) -> str:
     return check_name(key, "a session key")
 
 
+# Names in a path, as the schema states them (each view checks them with check_name).
+SessionKeyInPath = Annotated[
+    str,
+    NAME_SCHEMA,
+    Path(
+        description="the session's key: 1 to 200 characters, not `.` or `..`, no `/`, no "
+        "control, format or line-separator characters (the pattern)"
+    ),
+]
+ItemNameInPath = Annotated[
+    str,
+    NAME_SCHEMA,
+    Path(description="the item's name: the rule of a session key (the pattern)"),
+]
+
+
 # A session key in a body: the same rule as in a path, the 422 naming the field.
-SessionKey = Annotated[str, AfterValidator(check_session_key)]
+SessionKey = Annotated[
+    str,
+    NAME_SCHEMA,
+    Field(description="a session key: the rule of the `key` path parameter (the pattern)"),
+    AfterValidator(check_session_key),
+]
