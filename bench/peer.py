@@ -333,8 +333,8 @@ async def compare(args, base_url: str, api_key: str) -> None:
             )
         print()
         print(
-            "memoryapp through a bare httpx.AsyncClient (httpx's own transport, as runs 1-51 "
-            "measured it), each call after the peer's restore:"
+            "memoryapp through a bare httpx.AsyncClient (httpx's own transport, not "
+            "agents.client's), each call after the peer's restore:"
         )
         print()
         print("| stored messages | append p50 ms | peer / it | restore p50 ms | peer / it |")
