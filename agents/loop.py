@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.client import ApiError, MemoryClient, Message, NotFound, ToolCall
-from agents.tools import TOOL_NAMES, definitions
+from agents.tools import definitions, tool_names
 
 
 @dataclass
@@ -117,8 +117,9 @@ class AgentLoop:
             name: tool if isinstance(tool, Tool) else Tool(run=tool)
             for name, tool in (tools or {}).items()
         }
-        clash = set(self.tools) & set(TOOL_NAMES)
-        if clash and memory_tools:
+        # The memory tools' names come from the server (GET /tools), asked only when needed.
+        clash = set(self.tools) & set(tool_names(client)) if self.tools and memory_tools else ()
+        if clash:
             raise ValueError(f"{sorted(clash)} are memory tools: give your tools other names")
         self.system = system
         self.max_steps = max_steps
@@ -137,7 +138,7 @@ class AgentLoop:
             }
             for name, tool in self.tools.items()
         ]
-        return own + (definitions("openai") if self.memory_tools else [])
+        return own + (definitions(self.client, "openai") if self.memory_tools else [])
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -212,7 +213,7 @@ class AgentLoop:
 
     def _run_tool(self, call: ToolRequest, result: LoopResult) -> tuple[str, ToolCall]:
         record: ToolCall = {"tool": call.name, "query": call.arguments, "call_id": call.id}
-        if self.memory_tools and call.name in TOOL_NAMES:
+        if self.memory_tools and call.name in tool_names(self.client):
             try:
                 text = self.client.call_tool(call.name, call.arguments, session=self.session)[
                     "result"

@@ -1,104 +1,42 @@
 """The memory tools an agent offers its model: remember, recall, forget.
 
-`definitions(format)` gives JSON-schema tool definitions in OpenAI's or Anthropic's
-shape; `dispatch(client, name, arguments)` runs a tool call through the memory server
-and returns the text to hand back to the model. The server serves the same definitions
-at `GET /api/v1/tools` and runs calls at `POST /api/v1/tools/call`.
+The server defines them and serves their definitions at `GET /api/v1/tools`;
+`definitions(client, format)` reads them from there (once per client) in OpenAI's or
+Anthropic's shape, and `tool_names(client)` names them. `dispatch(client, name,
+arguments)` runs a tool call on the server (`POST /api/v1/tools/call`) and returns the
+text to hand back to the model.
 """
 
 from __future__ import annotations
 
+import copy
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agents.client import MemoryClient
 
-MEMORY_TYPES = ["fact", "decision", "preference", "convention", "lesson"]
-
-TOOLS: list[dict[str, Any]] = [
-    {
-        "name": "remember",
-        "description": (
-            "Store a fact worth keeping beyond this conversation (a decision, a user "
-            "preference, a project convention, a lesson learned). Saying the same fact "
-            "again strengthens it instead of duplicating it."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "content": {
-                    "type": "string",
-                    "description": "The fact, in one or two sentences.",
-                    "minLength": 1,
-                    "maxLength": 4000,
-                },
-                "memory_type": {"type": "string", "enum": MEMORY_TYPES, "default": "fact"},
-                "confidence": {
-                    "type": "number",
-                    "minimum": 0,
-                    "maximum": 1,
-                    "default": 0.8,
-                    "description": "How sure you are, from 0 to 1.",
-                },
-            },
-            "required": ["content"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "recall",
-        "description": "Search long-term memory for facts relevant to a question or topic.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 1000},
-                "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "forget",
-        "description": (
-            "Forget a memory that is wrong or no longer true, by the id recall gave. "
-            "It is archived, so a person can restore it."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "memory_id": {"type": "integer", "minimum": 1},
-                "reason": {"type": "string", "maxLength": 500},
-            },
-            "required": ["memory_id"],
-            "additionalProperties": False,
-        },
-    },
-]
-
-TOOL_NAMES = [tool["name"] for tool in TOOLS]
+# Client -> format -> the definitions it served: they change only with the server's version.
+_served: weakref.WeakKeyDictionary[Any, dict[str, list[dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def definitions(format: str = "openai") -> list[dict[str, Any]]:
-    if format == "openai":
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t["description"],
-                    "parameters": t["parameters"],
-                },
-            }
-            for t in TOOLS
-        ]
-    if format == "anthropic":
-        return [
-            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-            for t in TOOLS
-        ]
-    raise ValueError(f"unknown tool format {format!r}: use 'openai' or 'anthropic'")
+def definitions(client: MemoryClient, format: str = "openai") -> list[dict[str, Any]]:
+    """The memory tools' definitions as `client`'s server serves them, for a model:
+    `format` "openai" (function definitions) or "anthropic" (`input_schema`)."""
+    if format not in ("openai", "anthropic"):
+        raise ValueError(f"unknown tool format {format!r}: use 'openai' or 'anthropic'")
+    by_format = _served.setdefault(client, {})
+    if format not in by_format:
+        by_format[format] = client.tools(format)
+    # A copy: a caller that edits its definitions does not edit the next caller's.
+    return copy.deepcopy(by_format[format])
+
+
+def tool_names(client: MemoryClient) -> list[str]:
+    """The memory tools' names, in the server's order."""
+    return [tool["function"]["name"] for tool in definitions(client, "openai")]
 
 
 def dispatch(

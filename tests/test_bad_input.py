@@ -40,9 +40,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
-from agents import tools as memory_tools
 from memoryapp.api.api import api as ninja_api
 from memoryapp.core.models import ApiKey
+from memoryapp.lib import memory_tools
 from tests.conftest import ApiClient, turn
 from tests.test_export import COMPLETE_DOCUMENT
 

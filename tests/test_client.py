@@ -76,7 +76,7 @@ def test_delete(client):
 
 
 def test_memory_engine_calls_and_tool_dispatch(client):
-    from agents.tools import definitions, dispatch
+    from agents.tools import definitions, dispatch, tool_names
 
     client.put_session("s", goal="learn")
     client.set_context_item("s", "active_file", "a.py")
@@ -85,7 +85,8 @@ def test_memory_engine_calls_and_tool_dispatch(client):
     assert client.check_finding("s", "grep", "TODO")["known"] is True
     assert client.check_finding("s", "grep", "todo")["known"] is False  # grep is case-sensitive
     assert client.findings("s")[0]["fact"] == "2 matches"
-    assert client.tools("anthropic") == definitions("anthropic")
+    assert definitions(client, "anthropic") == client.tools("anthropic")
+    assert tool_names(client) == ["remember", "recall", "forget"]
     text = dispatch(client, "remember", {"content": "The CI runs on PostgreSQL"}, session="s")
     assert text.startswith("Remembered:")
     assert "PostgreSQL" in dispatch(client, "recall", {"query": "postgresql"})

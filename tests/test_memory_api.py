@@ -6,8 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import tools as agent_tools
+from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import ContextItem, Finding, Memory, MemoryEvent, Session
+from memoryapp.lib import memory_tools
 from tests.conftest import turn
 
 pytestmark = pytest.mark.django_db
@@ -345,12 +346,17 @@ def test_memories_outlive_their_session(api):
 
 
 @pytest.mark.parametrize("format", ["openai", "anthropic"])
-def test_tool_definitions_match_the_agent_side(api, format):
+def test_tool_definitions_are_the_lib_definitions(api, format):
     served = api.get(BASE + "/tools", {"format": format}).json()
-    assert served == agent_tools.definitions(format)
+    assert served == memory_tools.definitions(format)
     names = [t["function"]["name"] if format == "openai" else t["name"] for t in served]
     assert names == ["remember", "recall", "forget"]
     assert api.get(BASE + "/tools", {"format": "xml"}).status_code == 422
+
+
+def test_tool_schemas_take_what_the_api_takes():
+    remember = memory_tools.TOOLS[0]["parameters"]["properties"]["content"]
+    assert remember["maxLength"] == MAX_FACT_CHARS
 
 
 def test_tool_calls_remember_recall_forget(api):

@@ -13,7 +13,6 @@ from ninja import Router
 from ninja.errors import ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
-from agents import tools as memory_tools
 from memoryapp.api.memories import remember
 from memoryapp.api.schemas import (
     ForgetArgs,
@@ -27,6 +26,7 @@ from memoryapp.core import search as fulltext
 from memoryapp.core.context import memory_dict
 from memoryapp.core.models import Memory
 from memoryapp.http.common import READ, WRITE_ONE, actor, agent_of
+from memoryapp.lib import memory_tools
 from memoryapp.lib import prompt as fmt
 
 router = Router(tags=["tools"])

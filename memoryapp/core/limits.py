@@ -1,6 +1,6 @@
 """Bounds shared by the APIs (agent and AMS) and the dashboard, so that what one accepts the
-others accept too. (`agents/tools.py` repeats MAX_FACT_CHARS in the tool schemas it hands to a
-model: the agent side does not import the server.)"""
+others accept too. (`memoryapp/lib/memory_tools.py` repeats MAX_FACT_CHARS in the tool schemas
+it hands to a model: lib imports nothing of core.)"""
 
 MAX_FACT_CHARS = 4000  # a memory's content; a finding's fact and query
 MAX_MESSAGES_SETTING = 10_000  # an agent's max_messages

@@ -75,7 +75,7 @@ TOOL_KINDS: dict[str, str] = {
     "todo_read": BOOKKEEPING, "update_plan": BOOKKEEPING, "task_tracker": BOOKKEEPING,
     "think": BOOKKEEPING, "exitplanmode": BOOKKEEPING, "enterplanmode": BOOKKEEPING,
     "askuserquestion": BOOKKEEPING, "killshell": BOOKKEEPING, "killbash": BOOKKEEPING,
-    # memoryapp's own memory tools (agents/tools.py): the memory itself, not findings
+    # memoryapp's own memory tools (lib/memory_tools.py): the memory itself, not findings
     "remember": BOOKKEEPING, "recall": BOOKKEEPING, "forget": BOOKKEEPING,
     # retrieval and data
     "mind:rag-query": RAG, "rag_query": RAG, "rag": RAG, "query_knowledge": RAG,
