@@ -355,17 +355,7 @@ def session_export(
     what is read is one consistent state. `known_memories`, `known_sessions`: the ids of
     every memory and session the document holds (default: this session's)."""
     agent = session.agent
-    turns = list(
-        Turn.objects.filter(session=session, iteration__lte=session.turn_count).order_by(
-            "iteration"
-        )
-    )
-    calls = list(
-        ToolCall.objects.filter(session=session, turn__iteration__lte=session.turn_count)
-        .select_related("pending_output")
-        .order_by("id")
-    )
-    jobs = {job.turn_id: job for job in ExtractionJob.objects.filter(session=session)}
+    turns = _turns_export(session)
     messages = Message.objects.filter(session=session, seq__lte=session.message_count)
     findings = list(
         Finding.objects.filter(session=session)
@@ -394,69 +384,20 @@ def session_export(
     def changes(kind: str, pk: int) -> list[EventExport]:
         return [_event(e, known_memories) for e in history.get((kind, pk), [])]
 
-    calls_of: dict[int, list[ToolCallExport]] = {}
-    for call in calls:
-        pending = getattr(call, "pending_output", None)
-        calls_of.setdefault(call.turn_id, []).append(
-            {
-                "id": call.pk,
-                "tool": call.tool,
-                "query": call.query,
-                "success": call.success,
-                "output_size": call.output_size,
-                "output_excerpt": call.output_excerpt,
-                "output": pending.output if pending is not None else None,
-                "file_path": call.file_path,
-                "call_id": call.call_id,
-                "details": call.details,
-                "kind": call.kind,
-                "fact": call.fact,
-                "fact_success": call.fact_success,
-                "finding": call.finding_id,
-                "skipped": call.skipped,
-                "created_at": call.created_at.isoformat(),
-            }
-        )
     return {
         **session_summary(session),
         "evidence": session.evidence,
-        "turns": [_turn_export(t, calls_of.get(t.pk, []), jobs.get(t.pk)) for t in turns],
+        "turns": turns,
         "messages": [message_dict(m) for m in messages.order_by("seq")],
         "findings": [
-            {
-                **finding_dict(f, f.pk in stale),
-                "identity": f.identity,
-                "created_at": f.created_at.isoformat(),
-                "tool_call": f.tool_call_id,
-                "history": changes(MemoryEvent.Target.FINDING, f.pk),
-            }
+            _finding_export(f, f.pk in stale, changes(MemoryEvent.Target.FINDING, f.pk))
             for f in findings
         ],
         "context_items": [
-            {
-                "key": item.key,
-                "value": item.value,
-                "source": item.source,
-                "confidence": item.confidence,
-                "updated_at": item.updated_at.isoformat(),
-                "created_at": item.created_at.isoformat(),
-                "evidence": item.evidence or [],
-                "history": changes(MemoryEvent.Target.CONTEXT_ITEM, item.pk),
-            }
+            _context_item_export(item, changes(MemoryEvent.Target.CONTEXT_ITEM, item.pk))
             for item in items
         ],
-        "subtasks": [
-            {
-                "id": task.pk,
-                "title": task.title,
-                "status": task.status,
-                "position": task.position,
-                "dependencies": sorted(d.pk for d in task.dependencies.all()),
-                "created_at": task.created_at.isoformat(),
-                "updated_at": task.updated_at.isoformat(),
-            }
-            for task in subtasks
-        ],
+        "subtasks": [_subtask_export(task) for task in subtasks],
         "memories": [
             _memory_export(
                 m,
@@ -466,6 +407,79 @@ def session_export(
             )
             for m in memories
         ],
+    }
+
+
+def _turns_export(session: Session) -> list[TurnExport]:
+    """The session's turns, each with its tool calls and extraction job, in three queries."""
+    turns = Turn.objects.filter(session=session, iteration__lte=session.turn_count)
+    turns = list(turns.order_by("iteration"))
+    calls = list(
+        ToolCall.objects.filter(session=session, turn__iteration__lte=session.turn_count)
+        .select_related("pending_output")
+        .order_by("id")
+    )
+    jobs = {job.turn_id: job for job in ExtractionJob.objects.filter(session=session)}
+    calls_of: dict[int, list[ToolCallExport]] = {}
+    for call in calls:
+        calls_of.setdefault(call.turn_id, []).append(_tool_call_export(call))
+    return [_turn_export(t, calls_of.get(t.pk, []), jobs.get(t.pk)) for t in turns]
+
+
+def _tool_call_export(call: ToolCall) -> ToolCallExport:
+    pending = getattr(call, "pending_output", None)
+    return {
+        "id": call.pk,
+        "tool": call.tool,
+        "query": call.query,
+        "success": call.success,
+        "output_size": call.output_size,
+        "output_excerpt": call.output_excerpt,
+        "output": pending.output if pending is not None else None,
+        "file_path": call.file_path,
+        "call_id": call.call_id,
+        "details": call.details,
+        "kind": call.kind,
+        "fact": call.fact,
+        "fact_success": call.fact_success,
+        "finding": call.finding_id,
+        "skipped": call.skipped,
+        "created_at": call.created_at.isoformat(),
+    }
+
+
+def _finding_export(finding: Finding, stale: bool, history: list[EventExport]) -> FindingExport:
+    return {
+        **finding_dict(finding, stale),
+        "identity": finding.identity,
+        "created_at": finding.created_at.isoformat(),
+        "tool_call": finding.tool_call_id,
+        "history": history,
+    }
+
+
+def _context_item_export(item: ContextItem, history: list[EventExport]) -> ContextItemExport:
+    return {
+        "key": item.key,
+        "value": item.value,
+        "source": item.source,
+        "confidence": item.confidence,
+        "updated_at": item.updated_at.isoformat(),
+        "created_at": item.created_at.isoformat(),
+        "evidence": item.evidence or [],
+        "history": history,
+    }
+
+
+def _subtask_export(task: Subtask) -> SubtaskExport:
+    return {
+        "id": task.pk,
+        "title": task.title,
+        "status": task.status,
+        "position": task.position,
+        "dependencies": sorted(d.pk for d in task.dependencies.all()),
+        "created_at": task.created_at.isoformat(),
+        "updated_at": task.updated_at.isoformat(),
     }
 
 
