@@ -1624,6 +1624,172 @@ def test_a_bad_document_is_a_422_naming_the_field_and_changes_nothing(
     assert ok(other_api.get(f"{BASE}/agent")).json() == settings
 
 
+def _session(d: dict) -> dict:
+    return d["sessions"][0]
+
+
+def _second_call(d: dict) -> None:
+    calls = _session(d)["turns"][0]["calls"]
+    calls.append({**calls[0], "finding": None})
+
+
+def _second_finding(d: dict) -> None:
+    findings = _session(d)["findings"]
+    findings.append({**findings[0], "identity": "cd" * 32})
+
+
+def _seq_gap_hides_the_rest(d: dict) -> None:
+    _session(d)["messages"][1]["seq"] = 5
+    _session(d)["totals"]["tokens"] = 1
+
+
+def _miscounted_turn(d: dict) -> None:
+    _session(d)["turns"][0]["message_count"] = 3
+    _session(d)["totals"].update(turns=2, input_tokens=1)
+
+
+_AT = ("sessions", 0)
+# Each check of a session (export._check_session) on the complete document: the problems
+# check_document answers, every one, in order (a numbering or range problem stops the
+# session's checks there).
+SESSION_CHECKS = [
+    (
+        "seq gap",
+        _seq_gap_hides_the_rest,
+        [((*_AT, "messages", 1, "seq"), "messages are numbered 1, 2, … : expected 2")],
+    ),
+    (
+        "client id twice",
+        lambda d: _session(d)["messages"][1].update(client_id="m-1"),
+        [((*_AT, "messages", 1, "client_id"), "client ids are unique")],
+    ),
+    (
+        "iteration",
+        lambda d: _session(d)["turns"][0].update(iteration=2) or _session(d)["totals"].clear(),
+        [((*_AT, "turns", 0, "iteration"), "turns are numbered 1, 2, … : expected 1")],
+    ),
+    (
+        "turn range",
+        lambda d: _session(d)["turns"][0].update(last_seq=3),
+        [
+            (
+                (*_AT, "turns", 0, "first_seq"),
+                "a turn's messages follow the previous turn's and exist: first_seq > 0, "
+                "first_seq <= last_seq <= 2",
+            )
+        ],
+    ),
+    (
+        "message count",
+        _miscounted_turn,
+        [
+            ((*_AT, "turns", 0, "message_count"), "message_count is last_seq - first_seq + 1"),
+            ((*_AT, "totals", "input_tokens"), "the rows give 800"),
+            ((*_AT, "totals", "turns"), "the rows give 1"),
+        ],
+    ),
+    (
+        "call id twice",
+        _second_call,
+        [((*_AT, "turns", 0, "calls", 1, "id"), "tool-call ids are unique")],
+    ),
+    (
+        "finding id twice",
+        _second_finding,
+        [((*_AT, "findings", 1, "id"), "finding ids are unique")],
+    ),
+    (
+        "identity twice",
+        lambda d: _second_finding(d) or _session(d)["findings"][1].update(identity="ab" * 32),
+        [
+            ((*_AT, "findings", 1, "id"), "finding ids are unique"),
+            ((*_AT, "findings", 1, "identity"), "one finding per call: identities are unique"),
+        ],
+    ),
+    (
+        "provenance",
+        lambda d: _session(d)["findings"][0]["provenance"].update(
+            turn=2, message_seq=0, tool_call_id="call_2"
+        ),
+        [
+            ((*_AT, "findings", 0, "provenance", "turn"), "no such turn in this session"),
+            (
+                (*_AT, "findings", 0, "provenance", "message_seq"),
+                "no such message in this session",
+            ),
+            (
+                (*_AT, "findings", 0, "provenance", "tool_call_id"),
+                "the tool call's call_id is 'call_1'",
+            ),
+        ],
+    ),
+    (
+        "finding's call",
+        lambda d: _session(d)["findings"][0].update(tool_call=8),
+        [
+            ((*_AT, "findings", 0, "tool_call"), "no such tool call in this session"),
+            (
+                (*_AT, "findings", 0, "provenance", "tool_call_id"),
+                "the tool call's call_id is None",
+            ),
+        ],
+    ),
+    (
+        "finding's history",
+        lambda d: _session(d)["findings"][0]["history"][0]["after"].update(superseded_by=99),
+        [
+            (
+                (*_AT, "findings", 0, "history", 0, "after", "superseded_by"),
+                "no such memory in the document",
+            )
+        ],
+    ),
+    (
+        "call's finding",
+        lambda d: _session(d)["turns"][0]["calls"][0].update(finding=12),
+        [((*_AT, "turns", 0, "calls", 0, "finding"), "no such finding in this session")],
+    ),
+    (
+        "item key twice",
+        lambda d: _session(d)["context_items"].append(_session(d)["context_items"][0]),
+        [((*_AT, "context_items", 1, "key"), "context item keys are unique")],
+    ),
+    (
+        "item's history",
+        lambda d: _session(d)["context_items"][0]["history"][1]["before"].update(superseded_by=99),
+        [
+            (
+                (*_AT, "context_items", 0, "history", 1, "before", "superseded_by"),
+                "no such memory in the document",
+            )
+        ],
+    ),
+    (
+        "subtask id twice",
+        lambda d: _session(d)["subtasks"][1].update(id=3, dependencies=[3, 3]),
+        [
+            ((*_AT, "subtasks"), "subtask ids are unique"),
+            ((*_AT, "subtasks", 1, "dependencies"), "a dependency is named once"),
+        ],
+    ),
+    (
+        "unknown dependency, twice",
+        lambda d: _session(d)["subtasks"][1].update(dependencies=[5, 5]),
+        [((*_AT, "subtasks", 1, "dependencies"), "no such subtask in this session")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, change, problems", SESSION_CHECKS, ids=[c[0] for c in SESSION_CHECKS]
+)
+def test_each_check_of_a_session_says_where_and_why(name, change, problems):
+    document = copy.deepcopy(COMPLETE_DOCUMENT)
+    assert export.check_document(document, ["imported"]) == []
+    change(document)
+    assert export.check_document(document, ["imported"]) == problems
+
+
 def test_other_refusals(api, other_api, rich, settings):
     document = exported(api, "s")
     state = rows()
