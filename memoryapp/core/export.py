@@ -692,33 +692,51 @@ class _Problems(list):
 
 
 def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_ids: set) -> None:
-    messages = session["messages"]
+    """Numbering first: past a gap or a bad turn range the rest would only repeat it."""
+    if not _check_messages(at, session["messages"], problems):
+        return
+    if not _check_turns(at, session["turns"], len(session["messages"]), problems):
+        return
+    _check_totals(at, session, problems)
+    finding_ids = _check_findings(at, session, problems, memory_ids)
+    _check_call_findings(at, session["turns"], finding_ids, problems)
+    _check_context_items(at, session["context_items"], problems, memory_ids)
+    _check_subtasks(at, session["subtasks"], problems)
+
+
+def _check_messages(at: Loc, messages: list[HistoryMessage], problems: _Problems) -> bool:
+    """Seqs 1, 2, …, client ids unique; False at the first gap in the numbering."""
     client_ids: set[str] = set()
     for i, message in enumerate(messages):
         if message["seq"] != i + 1:
             problems.add(
                 (*at, "messages", i, "seq"), f"messages are numbered 1, 2, … : expected {i + 1}"
             )
-            return
+            return False
         if message.get("client_id"):
             if message["client_id"] in client_ids:
                 problems.add((*at, "messages", i, "client_id"), "client ids are unique")
             client_ids.add(message["client_id"])
-    turns = session["turns"]
+    return True
+
+
+def _check_turns(at: Loc, turns: list[TurnExport], message_count: int, problems: _Problems) -> bool:
+    """Iterations 1, 2, …, each turn's messages after the previous turn's, tool-call ids
+    unique; False at the first bad iteration or range."""
     last = 0
     call_ids: set[int] = set()
     for i, turn in enumerate(turns):
         where = (*at, "turns", i)
         if turn["iteration"] != i + 1:
             problems.add((*where, "iteration"), f"turns are numbered 1, 2, … : expected {i + 1}")
-            return
-        if not last < turn["first_seq"] <= turn["last_seq"] <= len(messages):
+            return False
+        if not last < turn["first_seq"] <= turn["last_seq"] <= message_count:
             problems.add(
                 (*where, "first_seq"),
                 f"a turn's messages follow the previous turn's and exist: first_seq > {last}, "
-                f"first_seq <= last_seq <= {len(messages)}",
+                f"first_seq <= last_seq <= {message_count}",
             )
-            return
+            return False
         if turn["message_count"] != turn["last_seq"] - turn["first_seq"] + 1:
             problems.add((*where, "message_count"), "message_count is last_seq - first_seq + 1")
         last = turn["last_seq"]
@@ -726,6 +744,11 @@ def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_
             if call["id"] in call_ids:
                 problems.add((*where, "calls", j, "id"), "tool-call ids are unique")
             call_ids.add(call["id"])
+    return True
+
+
+def _check_totals(at: Loc, session: SessionExport, problems: _Problems) -> None:
+    messages, turns = session["messages"], session["turns"]
     totals: Totals = {
         "messages": len(messages),
         "tokens": sum(m["token_count"] for m in messages),
@@ -737,9 +760,14 @@ def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_
         if session["totals"][name] != value:
             problems.add((*at, "totals", name), f"the rows give {value}")
 
+
+def _check_findings(
+    at: Loc, session: SessionExport, problems: _Problems, memory_ids: set
+) -> set[int]:
+    """Ids and identities unique, provenance and history that resolve; answers the ids."""
     finding_ids: set[int] = set()
     identities: set[str] = set()
-    calls = {c["id"]: c for t in turns for c in t["calls"]}
+    calls = {c["id"]: c for t in session["turns"] for c in t["calls"]}
     for i, finding in enumerate(session["findings"]):
         where = (*at, "findings", i)
         if finding["id"] in finding_ids:
@@ -748,22 +776,40 @@ def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_
         if finding["identity"] in identities:
             problems.add((*where, "identity"), "one finding per call: identities are unique")
         identities.add(finding["identity"])
-        provenance = finding["provenance"]
-        if provenance["turn"] is not None and not 1 <= provenance["turn"] <= len(turns):
-            problems.add((*where, "provenance", "turn"), "no such turn in this session")
-        if provenance["message_seq"] is not None and not (
-            1 <= provenance["message_seq"] <= len(messages)
-        ):
-            problems.add((*where, "provenance", "message_seq"), "no such message in this session")
-        call = calls.get(finding["tool_call"]) if finding["tool_call"] is not None else None
-        if finding["tool_call"] is not None and call is None:
-            problems.add((*where, "tool_call"), "no such tool call in this session")
-        expected = (call["call_id"] or None) if call is not None else None
-        if provenance["tool_call_id"] != expected:
-            problems.add(
-                (*where, "provenance", "tool_call_id"), f"the tool call's call_id is {expected!r}"
-            )
+        _check_provenance(where, finding, session, calls, problems)
         _check_history((*where, "history"), finding["history"], problems, memory_ids)
+    return finding_ids
+
+
+def _check_provenance(
+    where: Loc,
+    finding: FindingExport,
+    session: SessionExport,
+    calls: dict[int, ToolCallExport],
+    problems: _Problems,
+) -> None:
+    """The finding's turn, message and tool call are the session's, and its provenance
+    names the call's call_id."""
+    provenance = finding["provenance"]
+    if provenance["turn"] is not None and not 1 <= provenance["turn"] <= len(session["turns"]):
+        problems.add((*where, "provenance", "turn"), "no such turn in this session")
+    if provenance["message_seq"] is not None and not (
+        1 <= provenance["message_seq"] <= len(session["messages"])
+    ):
+        problems.add((*where, "provenance", "message_seq"), "no such message in this session")
+    call = calls.get(finding["tool_call"]) if finding["tool_call"] is not None else None
+    if finding["tool_call"] is not None and call is None:
+        problems.add((*where, "tool_call"), "no such tool call in this session")
+    expected = (call["call_id"] or None) if call is not None else None
+    if provenance["tool_call_id"] != expected:
+        problems.add(
+            (*where, "provenance", "tool_call_id"), f"the tool call's call_id is {expected!r}"
+        )
+
+
+def _check_call_findings(
+    at: Loc, turns: list[TurnExport], finding_ids: set[int], problems: _Problems
+) -> None:
     for turn_index, turn in enumerate(turns):
         for j, call in enumerate(turn["calls"]):
             if call["finding"] is not None and call["finding"] not in finding_ids:
@@ -772,17 +818,23 @@ def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_
                     "no such finding in this session",
                 )
 
+
+def _check_context_items(
+    at: Loc, items: list[ContextItemExport], problems: _Problems, memory_ids: set
+) -> None:
     keys: set[str] = set()
-    for i, item in enumerate(session["context_items"]):
+    for i, item in enumerate(items):
         if item["key"] in keys:
             problems.add((*at, "context_items", i, "key"), "context item keys are unique")
         keys.add(item["key"])
         _check_history((*at, "context_items", i, "history"), item["history"], problems, memory_ids)
 
-    task_ids = [t["id"] for t in session["subtasks"]]
+
+def _check_subtasks(at: Loc, subtasks: list[SubtaskExport], problems: _Problems) -> None:
+    task_ids = [t["id"] for t in subtasks]
     if len(set(task_ids)) != len(task_ids):
         problems.add((*at, "subtasks"), "subtask ids are unique")
-    for i, task in enumerate(session["subtasks"]):
+    for i, task in enumerate(subtasks):
         dependencies = task["dependencies"]
         if not set(dependencies) <= set(task_ids):
             problems.add((*at, "subtasks", i, "dependencies"), "no such subtask in this session")
