@@ -1,5 +1,6 @@
-"""The MCP server (agents/mcp_server.py) driven by the official `mcp` SDK's own client:
-in process against the API, and over stdio through `python manage.py mcp`."""
+"""The MCP server (memoryapp/api/mcp_server.py) driven by the official `mcp` SDK's own
+client: in process against the API, over streamable HTTP at /mcp, and over stdio through
+agents/mcp_server.py's relay (`python -m agents.mcp_server`, `python manage.py mcp`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from agents.mcp_server import build_server
 from memoryapp.api import inprocess
+from memoryapp.api.mcp_server import Api, build_server
 from memoryapp.core.models import ContextItem, Finding, Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the tools run in worker threads
@@ -27,8 +28,10 @@ def _text(result) -> str:
 def _tools(api_key: str, session: str | None = "run-1"):
     # As the MCP endpoint builds it: the API in process, its worker threads' connections
     # closed after each call.
-    client = inprocess.client(api_key, url="http://localhost", close_connections=True)
-    return client, build_server(client, session)
+    api = Api.in_process(
+        inprocess.connection(url="http://localhost", close_connections=True), api_key
+    )
+    return api, build_server(api, session)
 
 
 def test_every_tool_through_the_sdks_client(api, api_key):
@@ -274,3 +277,57 @@ def test_the_mcp_endpoint_leaves_no_database_connection_open_in_its_tool_threads
     assert answer.status_code == 200 and not answer.json()["result"]["isError"]
     assert opened  # the tool's call reached the database from a worker thread
     assert all(connection.connection is None for connection in opened)
+
+
+# --- the stdio relay (agents/mcp_server.py) -------------------------------------------------
+
+
+def test_python_m_agents_mcp_server_relays_stdio_to_a_running_server(live_server, api, api_key):
+    """What an agent machine's `.mcp.json` starts: no Django there, only the relay."""
+    from mcp import Client, StdioServerParameters
+
+    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    env = {**os.environ, "MEMORYAPP_KEY": api_key}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agents.mcp_server", "--url", live_server.url, "--session", "run-1"],
+        cwd=str(ROOT),
+        env=env,
+    )
+
+    async def scenario():
+        async with Client(params) as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {"remember", "recall", "check_finding", "get_context"} <= names
+            said = _text(await mcp.call_tool("remember", {"content": "Relayed over stdio"}))
+            assert said.startswith("Remembered")
+            refused = await mcp.call_tool("get_context", {"session": "absent"})
+            assert refused.is_error and "404" in _text(refused)
+
+    anyio.run(scenario)
+    memory = Memory.objects.get()
+    assert memory.content == "Relayed over stdio" and memory.session.key == "run-1"
+
+
+def test_the_relay_answers_what_the_server_refuses_as_a_json_rpc_error(live_server, api_key):
+    import json
+
+    from agents.mcp_server import connect, exchange
+
+    line = json.dumps(INITIALIZE).encode()
+    with connect(live_server.url, "mk_" + "x" * 40) as http:
+        answer = json.loads(exchange(http, line))
+        assert answer["id"] == 1 and "memoryapp refused (401)" in answer["error"]["message"]
+        # A notification is never answered, refused or not.
+        assert exchange(http, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}') is None
+    with connect(live_server.url, api_key) as http:
+        assert json.loads(exchange(http, b"{not json"))["error"]["code"] == -32700
+        answer = json.loads(exchange(http, line, session=".."))
+        assert "memoryapp refused (422)" in answer["error"]["message"]
+        answer = json.loads(exchange(http, line))
+        assert answer["result"]["serverInfo"]["name"] == "memoryapp"
+        # The settled protocol version goes with every later request, as MCP asks.
+        assert http.headers["MCP-Protocol-Version"] == answer["result"]["protocolVersion"]
+    with connect("http://127.0.0.1:9", api_key, timeout=2) as http:
+        assert "could not be reached" in json.loads(exchange(http, line))["error"]["message"]

@@ -1,6 +1,8 @@
 """The agent API called from inside this process (management commands, the MCP endpoint):
-`agents.client.MemoryClient` over an `httpx.WSGITransport`, so every write takes the path
-agents' writes take, with its validation and limits.
+an `httpx.WSGITransport` into this server's own WSGI application, so every write takes
+the path agents' writes take, with its validation and limits. Callers build what sends
+through it: the client commands an `agents.client.MemoryClient`, the MCP endpoint its
+plain `httpx.Client` (memoryapp/api/mcp_server.py); the server imports nothing of agents/.
 
 The request must pass this server's own checks: its Host one of ALLOWED_HOSTS (with
 DEBUG off, "localhost" is refused), https when the server redirects http to https, and,
@@ -8,12 +10,12 @@ behind a proxy that says so in a header (SECURE_PROXY_SSL_HEADER), that header t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import httpx
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import connections
-
-from agents.client import MemoryClient
 
 _app = WSGIHandler()
 
@@ -58,16 +60,24 @@ def base_url() -> str:
     return f"{scheme}://{host}"
 
 
-def client(
-    raw_key: str,
+@dataclass(frozen=True)
+class Connection:
+    """What an HTTP client needs to call this process: the URL to send (scheme and host),
+    the headers every request carries, and the transport."""
+
+    url: str
+    headers: dict[str, str]
+    transport: httpx.WSGITransport
+
+
+def connection(
     *,
     url: str | None = None,
     remote_addr: str = "127.0.0.1",
     close_connections: bool = False,
     environ: dict[str, str] | None = None,
-    **options,
-) -> MemoryClient:
-    """A client of this process's API with `raw_key`. `url`: the scheme and host to send
+) -> Connection:
+    """A connection to this process's own application. `url`: the scheme and host to send
     (default `base_url()`); `remote_addr`: the address the API's limits count against;
     `close_connections`: each call closes its thread's database connections when it is
     done (for calls from short-lived or pooled threads: see _closing_app); `environ`:
@@ -82,5 +92,4 @@ def client(
     app = _closing_app if close_connections else _app
     if environ:
         app = _with_environ(app, environ)
-    transport = httpx.WSGITransport(app=app, remote_addr=remote_addr)
-    return MemoryClient(url, raw_key, transport=transport, headers=headers, **options)
+    return Connection(url, headers, httpx.WSGITransport(app=app, remote_addr=remote_addr))

@@ -6,9 +6,10 @@
     https://HOST/mcp                  (with `Authorization: Bearer <key>`)
 
 `?session=KEY` sets the session the session-scoped tools use when given none. The tools
-are those of agents/mcp_server.py (remember, recall, forget, check_finding,
+are those of memoryapp/api/mcp_server.py (remember, recall, forget, check_finding,
 record_finding, get_context, set_context_item); each calls the agent API in process with
-the request's key, so limits, validation and errors are the API's.
+the request's key, so limits, validation and errors are the API's. The stdio servers
+(`python -m agents.mcp_server`, `manage.py mcp`) relay to this endpoint.
 
 Stateless, JSON responses: every POST is a complete JSON-RPC exchange (the SDK's
 stateless mode, `json_response=True`), so any number of server processes can answer and
@@ -29,8 +30,8 @@ import anyio
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents.mcp_server import build_server
 from memoryapp.api import inprocess
+from memoryapp.api.mcp_server import Api, build_server
 from memoryapp.http.auth import COUNTED_FOR, ApiKeyAuth, RateLimited, client_address
 from memoryapp.http.schemas import check_session_key
 
@@ -92,17 +93,16 @@ async def _serve(
 
     # The outer request's scheme and host (they passed this server's checks) and address
     # (the API's per-address limits count the MCP client, not this process).
-    client = inprocess.client(
-        raw_key,
+    connection = inprocess.connection(
         url=f"{request.scheme}://{request.get_host()}",
         remote_addr=client_address(request),
-        retries=0,
         close_connections=True,  # the tools call it from anyio's worker threads
         # This request was counted against the key and the address: its tools' calls
         # are not counted again (one tool call was two requests of the key's limit).
         environ={COUNTED_FOR: key_hash},
     )
-    server = build_server(client, session)
+    api = Api.in_process(connection, raw_key)
+    server = build_server(api, session)
     # Host and Origin are Django's to check (ALLOWED_HOSTS); no cookies are involved.
     server.streamable_http_app(
         stateless_http=True,
@@ -153,5 +153,5 @@ async def _serve(
         async with manager.run():
             await manager.handle_request(scope, receive, send)
     finally:
-        client.close()
+        api.close()
     return status, headers, b"".join(chunks)

@@ -1,12 +1,12 @@
 """`python manage.py mcp --agent NAME [--session KEY]`: memoryapp's MCP server over stdio,
-in process, with an API key that exists only while it runs (agents/mcp_server.py)."""
+in process, with an API key that exists only while it runs: agents/mcp_server.py's relay
+to this process's own `/mcp` endpoint."""
 
 from __future__ import annotations
 
-import anyio
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.mcp_server import build_server
+from agents.mcp_server import connect, relay
 from memoryapp.api import inprocess
 from memoryapp.core.models import Agent, ApiKey
 
@@ -23,8 +23,14 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"no agent named {agent!r} (python manage.py create_agent)")
         key_row, raw_key = ApiKey.issue(owner, name="mcp")
+        connection = inprocess.connection()
         try:
-            with inprocess.client(raw_key) as client:
-                anyio.run(build_server(client, session).run_stdio_async)
+            with connect(
+                connection.url,
+                raw_key,
+                transport=connection.transport,
+                headers=connection.headers,
+            ) as http:
+                relay(http, session)
         finally:
             key_row.delete()
