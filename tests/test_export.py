@@ -742,6 +742,37 @@ def test_a_turn_exported_before_its_extraction_ran_is_extracted_after_the_import
     assert PendingToolOutput.objects.count() == 0
 
 
+def test_a_turn_without_a_job_imports_without_one_and_a_pending_job_is_queued(
+    api, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Another exporter's turn may carry no job (none is made); a job the source's sweep
+    had yet to hand over (`pending`) is queued at the import's time and dispatched after
+    it commits, with what else it had kept as exported."""
+    dispatched = []
+    monkeypatch.setattr(export, "dispatch_extraction", dispatched.append)
+    without = copy.deepcopy(COMPLETE_DOCUMENT)
+    without["sessions"][0]["turns"][0]["extraction"] = None
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = ok(api.post(f"{BASE}/import", without), 201).json()
+    assert answer["extraction_queued"] == 0 and dispatched == []
+    assert not ExtractionJob.objects.filter(session__key="imported").exists()
+    assert normalized(exported(api)) == normalized(without)
+
+    pending = copy.deepcopy(COMPLETE_DOCUMENT)
+    pending["sessions"][0]["turns"][0]["extraction"].update(
+        status="pending", queued_at=None, finished_at=None
+    )
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        agent = Agent.objects.get(api_keys__key_hash=_hash(api.key))
+        result = export.import_document(agent, pending, replace=True, now=now)
+    job = ExtractionJob.objects.get(session__key="imported")
+    assert result.extraction_queued == 1 and dispatched == [job.pk]
+    assert (job.status, job.queued_at, job.finished_at) == ("queued", now, None)
+    assert (job.attempts, job.last_error, job.findings_added) == (2, "RuntimeError: boom", 1)
+    assert job.created_at.isoformat() == _T0
+
+
 def _extracted(document: dict):
     """What extraction made of a session, without the times it wrote."""
     (session,) = normalized(document)["sessions"]
