@@ -1037,7 +1037,31 @@ def _make_session(
 def _write_conversation(session: Session, exported: SessionExport, now: datetime) -> list[int]:
     """Turns, messages, tool calls, extraction jobs, findings, working context and
     subtasks, with their history. Answers the ids of the extraction jobs to dispatch."""
-    turns = Turn.objects.bulk_create(
+    turns = _write_turns(session, exported["turns"])
+    messages = _write_messages(session, exported["messages"], turns)
+    calls = _write_tool_calls(session, exported["turns"], turns)
+    queued = _write_jobs(session, exported["turns"], turns, now)
+    findings = _write_findings(session, exported["findings"], turns, messages, calls)
+    _link_calls_to_findings(exported["turns"], calls, exported["findings"], findings)
+    items = _write_context_items(session, exported["context_items"])
+    _write_subtasks(session, exported["subtasks"])
+    _write_history(
+        session.agent,
+        [
+            (MemoryEvent.Target.FINDING, row, f["history"])
+            for f, row in zip(exported["findings"], findings, strict=True)
+        ]
+        + [
+            (MemoryEvent.Target.CONTEXT_ITEM, row, i["history"])
+            for i, row in zip(exported["context_items"], items, strict=True)
+        ],
+        {},
+    )
+    return queued
+
+
+def _write_turns(session: Session, exported: list[TurnExport]) -> list[Turn]:
+    return Turn.objects.bulk_create(
         [
             Turn(
                 session=session,
@@ -1052,15 +1076,21 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
                 last_seq=t["last_seq"],
                 timestamp=_when(t["timestamp"]),
             )
-            for t in exported["turns"]
+            for t in exported
         ],
         batch_size=BATCH,
     )
+
+
+def _write_messages(
+    session: Session, exported: list[HistoryMessage], turns: list[Turn]
+) -> list[Message]:
+    """The messages, each linked to the turn whose seq range holds it."""
     turn_of_seq: dict[int, Turn] = {}
     for turn in turns:
         for seq in range(turn.first_seq, turn.last_seq + 1):
             turn_of_seq[seq] = turn
-    messages = Message.objects.bulk_create(
+    return Message.objects.bulk_create(
         [
             Message(
                 session=session,
@@ -1077,13 +1107,19 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
                 removed_at=_when(m.get("removed_at")),
                 revisions=m.get("revisions") or None,
             )
-            for m in exported["messages"]
+            for m in exported
         ],
         batch_size=BATCH,
     )
+
+
+def _write_tool_calls(
+    session: Session, exported: list[TurnExport], turns: list[Turn]
+) -> dict[int, ToolCall]:
+    """The turns' tool-call rows (not linked to their findings yet) and the whole outputs
+    extraction has yet to use; answers the rows by exported id."""
     calls: dict[int, ToolCall] = {}
-    pending: list[PendingToolOutput] = []
-    for turn, t in zip(turns, exported["turns"], strict=True):
+    for turn, t in zip(turns, exported, strict=True):
         for c in t["calls"]:
             calls[c["id"]] = ToolCall(
                 turn=turn,
@@ -1103,14 +1139,21 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
                 created_at=_when(c["created_at"]),
             )
     ToolCall.objects.bulk_create(list(calls.values()), batch_size=BATCH)
-    for t in exported["turns"]:
+    pending: list[PendingToolOutput] = []
+    for t in exported:
         for c in t["calls"]:
             if c["output"] is not None:
                 pending.append(PendingToolOutput(tool_call=calls[c["id"]], output=c["output"]))
     PendingToolOutput.objects.bulk_create(pending, batch_size=BATCH)
+    return calls
 
+
+def _write_jobs(
+    session: Session, exported: list[TurnExport], turns: list[Turn], now: datetime
+) -> list[int]:
+    """The turns' extraction jobs; answers the ids of those to dispatch."""
     jobs = []
-    for turn, t in zip(turns, exported["turns"], strict=True):
+    for turn, t in zip(turns, exported, strict=True):
         job = t["extraction"]
         if job is None:
             continue
@@ -1131,8 +1174,16 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
             )
         )
     ExtractionJob.objects.bulk_create(jobs, batch_size=BATCH)
-    queued = [j.pk for j in jobs if j.status == ExtractionJob.Status.QUEUED]
+    return [j.pk for j in jobs if j.status == ExtractionJob.Status.QUEUED]
 
+
+def _write_findings(
+    session: Session,
+    exported: list[FindingExport],
+    turns: list[Turn],
+    messages: list[Message],
+    calls: dict[int, ToolCall],
+) -> list[Finding]:
     by_iteration = {turn.iteration: turn for turn in turns}
     by_seq = {message.seq: message for message in messages}
     findings = Finding.objects.bulk_create(
@@ -1153,20 +1204,32 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
                 message=by_seq.get(f["provenance"]["message_seq"]),
                 tool_call=calls.get(f["tool_call"]),
             )
-            for f in exported["findings"]
+            for f in exported
         ],
         batch_size=BATCH,
     )
-    _set_times(Finding, findings, exported["findings"])
-    finding_of = {f["id"]: row for f, row in zip(exported["findings"], findings, strict=True)}
+    _set_times(Finding, findings, exported)
+    return findings
+
+
+def _link_calls_to_findings(
+    exported: list[TurnExport],
+    calls: dict[int, ToolCall],
+    exported_findings: list[FindingExport],
+    findings: list[Finding],
+) -> None:
+    """Each tool call's finding, once both have rows."""
+    finding_of = {f["id"]: row for f, row in zip(exported_findings, findings, strict=True)}
     linked = []
-    for t in exported["turns"]:
+    for t in exported:
         for c in t["calls"]:
             if c["finding"] is not None:
                 calls[c["id"]].finding = finding_of[c["finding"]]
                 linked.append(calls[c["id"]])
     ToolCall.objects.bulk_update(linked, ["finding"], batch_size=BATCH)
 
+
+def _write_context_items(session: Session, exported: list[ContextItemExport]) -> list[ContextItem]:
     items = ContextItem.objects.bulk_create(
         [
             ContextItem(
@@ -1177,44 +1240,34 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
                 confidence=i["confidence"],
                 evidence=i["evidence"],
             )
-            for i in exported["context_items"]
+            for i in exported
         ],
         batch_size=BATCH,
     )
-    _set_times(ContextItem, items, exported["context_items"])
+    _set_times(ContextItem, items, exported)
+    return items
 
+
+def _write_subtasks(session: Session, exported: list[SubtaskExport]) -> None:
+    """The subtasks, then their dependencies."""
     tasks = Subtask.objects.bulk_create(
         [
             Subtask(session=session, title=t["title"], status=t["status"], position=t["position"])
-            for t in exported["subtasks"]
+            for t in exported
         ],
         batch_size=BATCH,
     )
-    _set_times(Subtask, tasks, exported["subtasks"])
-    task_of = {t["id"]: row for t, row in zip(exported["subtasks"], tasks, strict=True)}
+    _set_times(Subtask, tasks, exported)
+    task_of = {t["id"]: row for t, row in zip(exported, tasks, strict=True)}
     Through = Subtask.dependencies.through
     Through.objects.bulk_create(
         [
             Through(from_subtask=task_of[t["id"]], to_subtask=task_of[d])
-            for t in exported["subtasks"]
+            for t in exported
             for d in t["dependencies"]
         ],
         batch_size=BATCH,
     )
-
-    _write_history(
-        session.agent,
-        [
-            (MemoryEvent.Target.FINDING, row, f["history"])
-            for f, row in zip(exported["findings"], findings, strict=True)
-        ]
-        + [
-            (MemoryEvent.Target.CONTEXT_ITEM, row, i["history"])
-            for i, row in zip(exported["context_items"], items, strict=True)
-        ],
-        {},
-    )
-    return queued
 
 
 def _set_times(model, rows: list, exported: list[dict]) -> None:
