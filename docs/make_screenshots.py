@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 AGENT = "demo-agent"
-# The seeded sessions each shot is about (memoryapp/core/management/commands/seed_demo.py).
+# The seeded sessions each shot is about (memoryapp/clients/management/commands/seed_demo.py).
 SESSION = "swe-agent:pydicom__pydicom-1458"  # goal, subtasks, findings, working context
 LONG_SESSION = "claude-code:python-to-rust-port"  # 80 messages: pruned, with a summary
 HISTORY_OF = "standalone Rust library"  # a memory replaced by the agent, then by a person

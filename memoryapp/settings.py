@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "memoryapp.api",
     "memoryapp.dashboard",
     "memoryapp.ams",
+    "memoryapp.clients",
 ]
 
 MIDDLEWARE = [

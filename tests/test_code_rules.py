@@ -9,9 +9,12 @@ Four rules, each measured with the standard library's ``ast`` over every ``.py``
    APIs share: authentication, middleware, schema bases, the error contract) imports
    ``lib`` and ``core``; the three apps import ``lib``, ``core`` and ``http`` but not each
    other (the AMS API stands on ``core`` and ``http``, not on ``api`` internals); nothing
-   under ``memoryapp/`` imports ``agents``, and ``agents`` imports no framework and nothing
-   of memoryapp but the pure ``lib`` (which, while ``memoryapp/__init__.py`` loads the
-   Celery app, still brings Django in). No app imports the project's wiring
+   under ``memoryapp/`` imports ``agents`` but ``clients/``, the management commands that
+   send through the client (issue 36, item 6: "management commands that post through the
+   client may import it: they are clients"), which stand on every layer but ``ams``; and
+   ``agents`` imports no framework and nothing of memoryapp but the pure ``lib`` (which,
+   while ``memoryapp/__init__.py`` loads the Celery app, still brings Django in). No app
+   imports the project's wiring
    (``memoryapp/__init__.py``, ``settings.py``, ``urls.py``, ``celery.py``, ``wsgi.py``):
    settings are read through ``django.conf.settings``. Every import statement counts,
    deferred ones inside functions and ``TYPE_CHECKING`` blocks included; dotted strings
@@ -74,6 +77,7 @@ _APPS = {
     "memoryapp.api",
     "memoryapp.ams",
     "memoryapp.dashboard",
+    "memoryapp.clients",
 }
 # Area -> the memoryapp/agents areas its modules may import (each may import itself).
 MAY_IMPORT: dict[str, set[str]] = {
@@ -87,6 +91,17 @@ MAY_IMPORT: dict[str, set[str]] = {
         "memoryapp.core",
         "memoryapp.http",
         "memoryapp.dashboard",
+    },
+    # The commands that are clients of the agent API (issue 36, item 6: "management
+    # commands that post through the client may import it: they are clients").
+    "memoryapp.clients": {
+        "memoryapp.lib",
+        "memoryapp.core",
+        "memoryapp.http",
+        "memoryapp.api",
+        "memoryapp.dashboard",
+        "memoryapp.clients",
+        "agents",
     },
     "wiring": _APPS | {"wiring", "migrations"},
     "migrations": _APPS | {"wiring", "migrations"},
@@ -547,6 +562,11 @@ SYNTHETIC: dict[str, dict[str, str]] = {
     "server imports agents": {"memoryapp/urls.py": "import agents.client\n"},
     "core imports wiring": {"memoryapp/core/a.py": "from memoryapp import celery_app\n"},
     "agents imports core": {"agents/a.py": "from memoryapp.core.models import Agent\n"},
+    "client command imports agents": {
+        "memoryapp/clients/a.py": "from agents import client\nfrom memoryapp.api import schemas\n"
+    },
+    "api imports agents": {"memoryapp/api/a.py": "from agents.client import MemoryClient\n"},
+    "agents imports a client command": {"agents/a.py": "from memoryapp.clients import a\n"},
     "two-module cycle": {
         "agents/a.py": "from agents import b\n",
         "agents/b.py": "def f():\n    from agents.a import g\n",
@@ -566,6 +586,9 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     "server imports agents": {("layer_edges", "memoryapp.urls -> agents.client")},
     "core imports wiring": {("layer_edges", "memoryapp.core.a -> memoryapp")},
     "agents imports core": {("layer_edges", "agents.a -> memoryapp.core.models")},
+    "client command imports agents": set(),
+    "api imports agents": {("layer_edges", "memoryapp.api.a -> agents.client")},
+    "agents imports a client command": {("layer_edges", "agents.a -> memoryapp.clients")},
     "two-module cycle": {("cycles", "agents.a agents.b")},
     "unlayered package": {("unlayered", "memoryapp/newapp/a.py")},
 }

@@ -19,11 +19,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.text import slugify
 
-from agents.client import MemoryClient
 from agents.importers import EXPORT, FORMATS, TranscriptError, import_paths
 from agents.importers.export import looks_like_export
 from agents.importers.loader import CANDIDATE_SUFFIXES
-from memoryapp.api import inprocess
+from memoryapp.clients import inprocess
 from memoryapp.core.models import Agent, ApiKey
 
 
@@ -82,10 +81,7 @@ class Command(BaseCommand):
             limits[0], 2 * largest + 1024
         )
         try:
-            connection = inprocess.connection()
-            with MemoryClient(
-                connection.url, raw_key, transport=connection.transport, headers=connection.headers
-            ) as client:
+            with inprocess.client(raw_key) as client:
                 status = import_paths(
                     client,
                     paths,

@@ -35,9 +35,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from agents.client import MemoryClient
 from agents.importers import load_transcript, send
-from memoryapp.api import inprocess
+from memoryapp.clients import inprocess
 from memoryapp.core import workers
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import (
@@ -304,10 +303,7 @@ class Command(BaseCommand):
     # --- conversations -------------------------------------------------------------------
 
     def _import(self, agent: Agent, raw_key: str) -> None:
-        connection = inprocess.connection()
-        with MemoryClient(
-            connection.url, raw_key, transport=connection.transport, headers=connection.headers
-        ) as client:
+        with inprocess.client(raw_key) as client:
             for path in sorted(DEMO_DIR.glob("*/*")):
                 if path.suffix not in (".traj", ".json", ".jsonl"):
                     continue

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ClientsConfig(AppConfig):
+    name = "memoryapp.clients"
+    label = "memoryclients"
+    verbose_name = "Client commands"
