@@ -103,6 +103,21 @@ def test_memory_engine_calls_and_tool_dispatch(client):
     assert client.context_items("s") == []
 
 
+def test_tool_definitions_are_asked_for_once_per_client(client, monkeypatch):
+    from agents.tools import definitions, tool_names
+
+    asked = []
+    served = client.tools
+    monkeypatch.setattr(client, "tools", lambda format: asked.append(format) or served(format))
+    mine = definitions(client)
+    mine[0]["function"]["name"] = "edited"  # the caller's copy, not the next caller's
+    assert tool_names(client) == ["remember", "recall", "forget"]
+    assert definitions(client, "anthropic")[0]["name"] == "remember"
+    assert asked == ["openai", "anthropic"]
+    with pytest.raises(ValueError, match="unknown tool format"):
+        definitions(client, "xml")
+
+
 # --- typed errors, retries, the async client, the whole API ---------------------------------
 
 import asyncio  # noqa: E402
