@@ -79,9 +79,14 @@ logger_class = RedactingLogger
 # gunicorn's stock threaded worker: each worker process answers `threads` requests at a time.
 worker_class = "gthread"
 
-# The longest request line and header field gunicorn takes (its maximum): nginx in front
-# (deploy/nginx.conf) refuses longer ones first, with JSON.
+# The longest request line gunicorn takes (its maximum) and header field (above nginx's
+# 8 KiB): nginx in front (deploy/nginx.conf) refuses longer ones first, with JSON.
 limit_request_line = 8190
-limit_request_field_size = 8190
+limit_request_field_size = 16384
 # As many header fields as nginx lets through in its 32 KiB of header buffers.
 limit_request_fields = 32768
+
+# Whether a request came over HTTPS is Django's to decide (SECURE_PROXY_SSL_HEADER, set
+# only behind a TLS proxy): gunicorn would trust any client's X-Forwarded-Proto arriving
+# through bin/serve's unix socket.
+secure_scheme_headers = {}

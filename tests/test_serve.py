@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -245,16 +247,6 @@ def test_the_proxys_own_refusals_are_json(served):
     assert b"Content-Type: application/json; charset=utf-8" in head
     assert "8 KiB" in json.loads(body)["detail"]
 
-
-@pytest.mark.parametrize("length", [5_000, 8_160])
-def test_what_the_proxy_lets_through_gunicorn_takes(served, length):
-    """A request line or header the proxy passes is within gunicorn's limits (whose own
-    refusals are HTML): the application answers it, in JSON."""
-    path = "/api/v1/" + "a" * length
-    assert httpx.get(served.url + path).json()["detail"].startswith("no such endpoint")
-    headers = {"X-Long": "a" * length, **{f"X-Field-{n}": "1" for n in range(200)}}
-    assert httpx.get(f"{served.url}/api/v1/health", headers=headers).status_code == 200
-
     from django.conf import settings
 
     limit = settings.MEMORYAPP_MAX_BODY_BYTES
@@ -265,6 +257,52 @@ def test_what_the_proxy_lets_through_gunicorn_takes(served, length):
     )
     assert big.status_code == 413
     assert big.json()["detail"] == f"request body is larger than the limit of {limit} bytes"
+
+
+@pytest.mark.parametrize("length", [5_000, 8_160])
+def test_what_the_proxy_lets_through_gunicorn_takes(served, length):
+    """A request line or header the proxy passes is within gunicorn's limits (whose own
+    refusals are HTML): the application answers it, in JSON."""
+    path = "/api/v1/" + "a" * length
+    assert httpx.get(served.url + path).json()["detail"].startswith("no such endpoint")
+    headers = {"X-Long": "a" * length, **{f"X-Field-{n}": "1" for n in range(200)}}
+    assert httpx.get(f"{served.url}/api/v1/health", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize("line", [8_188, 8_189, 8_190, 8_191, 9_000])
+def test_a_header_near_the_proxys_limit_is_answered_in_json(served, line):
+    """Up to nginx's 8 KiB buffer a header reaches gunicorn, whose own limit lies above
+    it; past it nginx refuses, in JSON: never gunicorn's HTML 431."""
+    headers = {"X-Long": "a" * (line - len("X-Long: "))}
+    answer = httpx.get(f"{served.url}/api/v1/health", headers=headers)
+    assert answer.headers["Content-Type"].startswith("application/json"), answer.text[:200]
+    assert answer.status_code in (200, 400)
+
+
+def test_no_key_in_a_path_reaches_the_proxys_log(served):
+    """nginx's error log names the request line (a body too large, one buffered to a
+    file): a key given in the path is redacted from it, as from gunicorn's."""
+    for path in (f"/mcp/{served.key}", f"/ams/{served.key}/v1/working-memory/s"):
+        httpx.post(served.url + path, content=b"x" * 3_000_000)
+    time.sleep(0.5)  # the log passes through the redacting filter
+    log = served.log.read_text()
+    assert "[redacted]" in log
+    assert served.key not in log
+
+
+def test_only_its_own_user_reaches_gunicorns_socket(served):
+    listening = re.search(r"Listening at: unix:(\S+)/gunicorn\.sock", served.log.read_text())
+    assert listening, served.log.read_text()
+    assert stat.S_IMODE(os.stat(listening.group(1)).st_mode) == 0o700
+
+
+def test_a_client_cannot_claim_https_through_the_proxy(transactional_db, tmp_path):
+    """Whether a request is secure is Django's to decide (SECURE_PROXY_SSL_HEADER, off):
+    an X-Forwarded-Proto a client sends through nginx changes nothing."""
+    with serve(tmp_path, SECURE_SSL_REDIRECT="true") as served:
+        claimed = httpx.get(f"{served.url}/api/v1/sessions", headers={"X-Forwarded-Proto": "https"})
+    assert claimed.status_code == 301
+    assert claimed.headers["Location"].startswith("https://")
 
 
 def test_each_client_address_is_limited_on_its_own_and_cannot_choose_it(transactional_db, tmp_path):
