@@ -543,3 +543,35 @@ def test_thousands_says_what_intcomma_says(language):
     with translation.override(language):
         for value in values:
             assert thousands(value) == intcomma(value), (language, value)
+
+
+@pytest.mark.django_db
+def test_search_marks_content_words_and_finds_nothing_for_stop_words(agent, viewer):
+    Memory.objects.create(agent=agent, content="The staging cluster is where we deploy first")
+    html = viewer.get("/agents/coder/search/", {"q": "the staging"}).content.decode()
+    assert "<mark>staging</mark>" in html
+    assert "<mark>The</mark>" not in html and "<mark>the</mark>" not in html
+    html = viewer.get("/agents/coder/search/", {"q": "the"}).content.decode()
+    assert "staging cluster" not in html
+
+
+@pytest.mark.django_db
+def test_a_file_path_finds_what_names_it_in_every_mode(agent):
+    # PostgreSQL keeps `tests/__init__.py` as one lexeme; FTS5 splits it into words.
+    named = Memory.objects.create(agent=agent, content="# not a heading: tests/__init__.py")
+    Memory.objects.create(agent=agent, content="The tests of the parser live in tests/unit")
+    for query, mode in [
+        ("Fix tests/__init__.py", fulltext.ANY),
+        ("tests/__init__.py heading", fulltext.ALL),
+        ("what is in tests/__init__.py?", fulltext.ANY),
+    ]:
+        hits = fulltext.search(agent, query, kinds=("memory",), mode=mode)
+        assert hits and hits[0].id == named.id, (query, mode)
+    assert (
+        fulltext.search(agent, "tests/__init__.py parser", kinds=("memory",), mode=fulltext.ALL)
+        == []
+    )
+    # Names made of the characters a tsquery would read as syntax are only ever words.
+    for query in ["-x/y", "a..b/c", "x/y-", "!x/y", "(a/b)", "a/b:*", "a'b/c"]:
+        fulltext.search(agent, query, kinds=("memory",))
+        fulltext.search(agent, query, kinds=("memory",), mode=fulltext.ALL)

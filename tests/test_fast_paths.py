@@ -821,7 +821,10 @@ def test_context_reads_what_the_orm_reads(api, agent):
         ContextItem.objects.create(session=session, key=f"k{n}", value=f"v{n}",
                                    confidence=confidence)  # fmt: skip
     for n, confidence in enumerate([0.95, 0.8, 0.8, 0.99, 0.9, 0.85, 0.6]):
-        Memory.objects.create(agent=agent, content=f"fact {n}", confidence=confidence)
+        about = " about the parser" if n in (1, 4) else ""
+        Memory.objects.create(agent=agent, content=f"fact {n}{about}", confidence=confidence)
+    Session.objects.filter(pk=session.pk).update(goal="Review each parser fact")
+    session.refresh_from_db()
     Subtask.objects.create(session=session, title="later", position=2)
     Subtask.objects.create(session=session, title="now", position=5,
                            status=Subtask.Status.IN_PROGRESS)  # fmt: skip
@@ -867,11 +870,15 @@ def test_context_reads_what_the_orm_reads(api, agent):
         "-confidence", "-updated_at", "-id"
     )
     assert [i["key"] for i in context["working_context_items"]] == [i.key for i in items]
-    memories = Memory.objects.filter(agent=agent, confidence__gte=0.7).order_by(
+    # Without a hint: the memories that bear on the session's goal (two of its words), by
+    # confidence.
+    memories = Memory.objects.filter(agent=agent, content__contains="parser").order_by(
         "-confidence", "-updated_at", "-id"
-    )[:5]
+    )
     assert [m["id"] for m in context["long_term_memories"]] == [m.id for m in memories]
-    # With a query hint: the hits' rows as in_bulk reads them, by confidence.
+    assert len(memories) == 2
+    # With a query hint: the hits' rows as in_bulk reads them, those holding more of the
+    # hint's words first, then by confidence.
     from memoryapp.core import search
     from memoryapp.core.context import memory_dict
 
@@ -880,10 +887,12 @@ def test_context_reads_what_the_orm_reads(api, agent):
     hinted = assemble_context(session, query_hint="fact parser", record_access=False)
     hits = search.search(agent, "fact parser", kinds=("memory",), limit=10)
     by_id = Memory.objects.in_bulk([hit.id for hit in hits])
+    both = [m for m in by_id.values() if "parser" in m.content and "fact" in m.content]
     expected_memories = sorted(
-        by_id.values(), key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id)
+        by_id.values(),
+        key=lambda m: (-(m in both), -m.confidence, -m.updated_at.timestamp(), -m.id),
     )
-    assert len(expected_memories) == 8
+    assert len(expected_memories) == 8 and len(both) == 3
     assert hinted["long_term_memories"] == [memory_dict(m) for m in expected_memories]
     assert "now" in context["prompt"] and "later" not in context["prompt"]
     assert "grep" in context["prompt"] and "src/parser.py" in context["prompt"]

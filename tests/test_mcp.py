@@ -148,7 +148,8 @@ def test_manage_py_mcp_serves_over_stdio(tmp_path):
 def test_streamable_http_with_the_key_in_the_url(live_server, api, api_key):
     from mcp import Client
 
-    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    said = "How do deploys go through CI here?"
+    api.post("/api/v1/sessions/run-1/turns", {"messages": [{"role": "user", "content": said}]})
     url = f"{live_server.url}/mcp/{api_key}?session=run-1"
 
     async def scenario():

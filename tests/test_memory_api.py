@@ -272,6 +272,16 @@ def test_recall_ranks_and_filters(api, agent):
     assert api.get(BASE + "/memories", {"status": "gone"}).status_code == 422
 
 
+def test_stop_words_alone_recall_nothing_and_never_match(api, agent):
+    Memory.objects.create(agent=agent, content="The staging cluster is where we deploy first")
+    Memory.objects.create(agent=agent, content="I prefer tabs, and we lint on commit")
+    for query in ("the", "I we", "what is the", "how do I"):
+        assert api.get(BASE + "/memories", {"query": query}).json()["items"] == [], query
+    # With a content word, only the memory that holds it: "the" matches nothing alone.
+    found = api.get(BASE + "/memories", {"query": "the staging"}).json()["items"]
+    assert [m["content"] for m in found] == ["The staging cluster is where we deploy first"]
+
+
 def test_replacing_a_fact_supersedes_it_with_a_link(api):
     old_id = api.post(BASE + "/memories", {"content": "API is v1", "confidence": 0.7}).json()[
         "memory"

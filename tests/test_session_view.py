@@ -242,6 +242,7 @@ def test_live_poll_queries_stay_constant_when_many_things_change(agent, viewer):
 
 def test_an_edit_on_the_page_refreshes_what_depends_on_it(agent, viewer):
     pairs(agent, "s", 2)
+    Session.objects.filter(agent=agent, key="s").update(goal="Check that deploys go through CI")
     page = viewer.get("/agents/coder/sessions/s/").content.decode()
     assert 'hx-trigger="memory-changed from:body"' in page
     Memory.remember(
@@ -263,6 +264,8 @@ def test_a_bad_live_position_is_a_404_not_an_error(agent, viewer, value):
 
 def test_the_prompt_reads_as_rendered_markdown_with_the_exact_text_one_click_away(agent, viewer):
     session = pairs(agent, "s", 2)
+    Session.objects.filter(pk=session.pk).update(goal="Fix tests/__init__.py")
+    session.refresh_from_db()
     Memory.remember(
         agent,
         "# not a heading: tests/__init__.py",

@@ -51,7 +51,7 @@ def test_the_values_the_core_builds_hold_exactly_their_shapes_fields(api):
             turn(("user", f"Step {i}: read lexer.py"), ("assistant", f"Done {i}.")),
         )
     api.post("/api/v1/sessions/s/findings", {"tool": "Read", "query": "a.py", "fact": "a.py: 3"})
-    api.post("/api/v1/memories", {"content": "The lexer splits on dots"})
+    api.post("/api/v1/memories", {"content": "lexer.py: the lexer splits on dots"})
     api.put("/api/v1/sessions/s/context-items/branch", {"value": "main"})
     api.patch("/api/v1/agent", {"max_messages": 4})
     context = assemble_context(Session.objects.get(key="s"), token_budget=4000)

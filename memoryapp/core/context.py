@@ -4,8 +4,12 @@ The token budget is split by memoryapp.lib.budget. Sections are filled by priori
 a prefix of its priority order, so truncation always drops the least important first:
 - working: working-context items by confidence (then recency), then findings newest
   first, in the working share (findings are execution memory: working memory);
-- long-term: with a `query_hint`, the 10 most relevant active memories, without one the
-  5 most confident with confidence >= 0.7; kept by confidence within the long-term share;
+- long-term: the active memories that bear on the task, most relevant first (then the
+  most confident, then the newest), in the long-term share: with a `query_hint`, the 10
+  best that hold one of its content words; without one, a hint is derived from the
+  session (its goal, the current subtask, the latest user message, the active file) and
+  the 5 best that clear memoryapp.lib.relevance's floor are kept (none when none does:
+  an empty section beats a wrong one);
 - conversation: the pruned-history rule within its share plus what working and long-term
   left unused;
 - system: session state (goal, current subtask, active files, recent tools) and the
@@ -39,14 +43,15 @@ from memoryapp.core.models import (
 from memoryapp.core.shapes import Context, FindingShape, MemoryShape
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
-from memoryapp.lib import tokens
+from memoryapp.lib import relevance, tokens
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.extraction import kinds
 from memoryapp.lib.extraction.context import relative
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
-MIN_CONFIDENCE_WITHOUT_HINT = 0.7
+# How many memories a derived hint's search reads before the floor chooses among them.
+DERIVED_HINT_CANDIDATES = 50
 MAX_WORKING_ITEMS = 500
 MAX_FINDINGS = 200
 RECENT_TOOL_CALLS = 50
@@ -138,29 +143,52 @@ def _session_state(session: Session, items: list[ContextItem]) -> fmt.SessionSta
     )
 
 
+def derived_hint(session: Session) -> str:
+    """What the session is about, for choosing memories without a hint: its goal, the
+    current subtask, the current task and active file of its working context, and the
+    latest user message (its first 1,000 characters)."""
+    parts = [session.goal]
+    subtask = (
+        Subtask.objects.filter(
+            session=session, status__in=(Subtask.Status.IN_PROGRESS, Subtask.Status.PENDING)
+        )
+        .order_by("status", "position", "id")  # in_progress sorts before pending
+        .values_list("title", flat=True)
+        .first()
+    )
+    parts.append(subtask or "")
+    for item in ContextItem.objects.filter(
+        session=session, key__in=("current_task", "active_file")
+    ).order_by("key"):
+        parts.append(item.value if isinstance(item.value, str) else "")
+    latest = (
+        session.messages.filter(role="user").order_by("-seq").values_list("content", flat=True)
+    ).first()
+    parts.append((latest or "")[:1000])
+    return "\n".join(p for p in parts if p)
+
+
 def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     agent = session.agent
-    if query_hint.strip():
-        hits = search.search(
-            agent,
-            query_hint,
-            kinds=("memory",),
-            limit=MEMORIES_WITH_HINT,
-            memory_status="active",
-            snippets=False,
-        )
-        by_id = Memory.objects.in_bulk([hit.id for hit in hits])
-        found = [by_id[hit.id] for hit in hits if hit.id in by_id]
-    else:
-        found = list(
-            Memory.objects.filter(
-                agent=agent,
-                status=Memory.Status.ACTIVE,
-                confidence__gte=MIN_CONFIDENCE_WITHOUT_HINT,
-            ).order_by("-confidence", "-updated_at", "-id")[:MEMORIES_WITHOUT_HINT]
-        )
-    # Within the budget the highest confidence are kept first.
-    return sorted(found, key=lambda m: (-m.confidence, -m.updated_at.timestamp(), -m.id))
+    derived = not query_hint.strip()
+    hint = derived_hint(session) if derived else query_hint
+    hits = search.search(
+        agent,
+        hint,
+        kinds=("memory",),
+        limit=DERIVED_HINT_CANDIDATES if derived else MEMORIES_WITH_HINT,
+        memory_status="active",
+        snippets=False,
+    )
+    by_id = Memory.objects.in_bulk([hit.id for hit in hits])
+    found = [by_id[hit.id] for hit in hits if hit.id in by_id]
+    if derived:
+        found = [m for m in found if relevance.bears_on(hint, m.content)]
+    # Most relevant first (how many of the hint's words each holds), then the most
+    # confident, then the newest.
+    matched = {m.id: len(relevance.matched_terms(hint, m.content)) for m in found}
+    found.sort(key=lambda m: (-matched[m.id], -m.confidence, -m.updated_at.timestamp(), -m.id))
+    return found[:MEMORIES_WITHOUT_HINT] if derived else found
 
 
 def memory_dict(memory: Memory) -> MemoryShape:

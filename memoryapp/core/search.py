@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memoryapp.core.models import Agent
+from memoryapp.lib import relevance
 
 KINDS = ("message", "finding", "memory")
 ANY, ALL, PHRASE = "any", "all", "phrase"
@@ -61,17 +62,16 @@ class Hit:
 
 
 def terms(query: str) -> list[str]:
-    """The query's distinct words, casefolded, at most MAX_TERMS."""
-    seen: list[str] = []
-    for word in _WORD.findall(query.casefold()):
-        if word not in seen:
-            seen.append(word)
-    return seen[:MAX_TERMS]
+    """The query's distinct content words (stop words dropped: memoryapp.lib.relevance),
+    casefolded, at most MAX_TERMS: a query of stop words alone matches nothing."""
+    return relevance.query_terms(query)[:MAX_TERMS]
 
 
 def phrase_words(query: str) -> list[str]:
-    """The query's words in order, repeats kept: a phrase is its words as written."""
-    return _WORD.findall(query.casefold())[:MAX_TERMS]
+    """The query's words in order, repeats kept: a phrase is its words as written (none
+    when all of them are stop words)."""
+    words = _WORD.findall(query.casefold())[:MAX_TERMS]
+    return words if relevance.content_words(words) else []
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def _parts(agent: Agent, query: str, mode: str, filters: _Filters) -> list[_Part
     if not words:
         return []
     if connection.vendor == "postgresql":
-        return _postgres(agent, words, mode, filters)
+        return _postgres(agent, _tsquery_text(query, words, mode), mode, filters)
     return _sqlite(agent, words, mode, filters)
 
 
@@ -345,9 +345,29 @@ _TSQUERY = {
 }
 
 
-def _postgres(agent: Agent, words: list[str], mode: str, filters: _Filters) -> list[_Part]:
+def _tsquery_text(query: str, words: list[str], mode: str) -> str:
+    """The words joined by the mode's operator. PostgreSQL's parser keeps a path or a
+    dotted name (`tests/__init__.py`) as one lexeme where FTS5 splits it into words, so
+    each such name of the query is also asked for whole: `name | part & part` in place of
+    its parts (the names hold only \\w, `.`, `-` and `/`, none of them tsquery syntax)."""
+    if mode == PHRASE:
+        return " ".join(words)
     function, joiner = _TSQUERY[mode]
-    tsquery = joiner.join(words)
+    paths = [i for i in sorted(relevance.identifiers(query)) if "/" in i or "." in i]
+    if not paths:
+        return joiner.join(words)
+    in_paths: set[str] = set()
+    groups = []
+    for path in paths:
+        parts = [w for w in terms(path) if w in words]
+        in_paths.update(parts)
+        groups.append("(" + path + (" | " + " & ".join(parts) if parts else "") + ")")
+    rest = [w for w in words if w not in in_paths]
+    return joiner.join(groups + rest)
+
+
+def _postgres(agent: Agent, tsquery: str, mode: str, filters: _Filters) -> list[_Part]:
+    function, _joiner = _TSQUERY[mode]
     query_from = f"{function}('english'::regconfig, %s) q"
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=12, MaxFragments=2"
     snippet_params = [options] if filters.snippets else []  # ts_headline's, when written

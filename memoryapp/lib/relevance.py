@@ -1,0 +1,94 @@
+"""Which words of a query carry its meaning, and whether a text bears on them.
+
+Search and recall drop stop words ("the", "I", "we", "can", ...) before matching: a
+query of stop words alone matches nothing, and a stop word is never highlighted as a
+match. `matched_terms` says which of a query's content words a text holds (a word
+matches its plural and its -ing/-ed forms, as a stemmer would); `bears_on` is the floor
+a memory must clear to be put in an agent's context without being asked for: two of the
+query's content words, or one identifier (a word with `_`, a digit, or a path or
+dotted name such as `src/app.py`), since an identifier names one thing.
+"""
+
+from __future__ import annotations
+
+import re
+
+# English function words and the fillers of questions and tasks ("how do I", "please").
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because
+    been before being below between both but by can cannot could couldn did didn do does
+    doesn doing don down during each either else ever every few for from further get gets
+    got had hadn has hasn have haven having he her here hers herself him himself his how
+    i if in into is isn it its itself just let lets like may me might more most much must
+    mustn my myself need no nor not now of off on once only or other ought our ours
+    ourselves out over own please same shall shan she should shouldn so some such than
+    that the their theirs them themselves then there these they this those through to
+    too under until up upon us very was wasn we were weren what when where whether which
+    while who whom whose why will with within without won would wouldn yes yet you your
+    yours yourself yourselves s t d ll m re ve
+    """.split()
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# An identifier: a path or dotted name, or a word joined by `_`, or one holding a digit.
+_IDENTIFIER = re.compile(r"[\w.\-]*[/.][\w.\-/]*\w|\w*_\w+|\w*\d\w*", re.UNICODE)
+
+
+def is_stopword(word: str) -> bool:
+    return word.casefold() in STOPWORDS
+
+
+def content_words(words: list[str]) -> list[str]:
+    """`words` without the stop words, in order."""
+    return [w for w in words if w.casefold() not in STOPWORDS]
+
+
+def _stem(word: str) -> str:
+    """A word's plain form, enough to match `tests` with `test` and `running` with `run`."""
+    w = word.casefold()
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 2 and w.endswith(suffix):
+            w = w[: -len(suffix)]
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":  # running -> runn -> run
+        w = w[:-1]
+    return w
+
+
+def identifiers(text: str) -> set[str]:
+    """The identifiers `text` names (casefolded): `test_upload_resume`, `src/app.py`, `v2`."""
+    found = set()
+    for token in text.split():
+        token = token.strip("`'\"()[]{}<>,;:!?").casefold()
+        if token and _IDENTIFIER.fullmatch(token) and not token.replace(".", "").isdigit():
+            found.add(token.rstrip("."))
+    return found
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's distinct content words, casefolded, in order."""
+    seen: list[str] = []
+    for word in _WORD.findall(query.casefold()):
+        if word not in STOPWORDS and word not in seen:
+            seen.append(word)
+    return seen
+
+
+def matched_terms(query: str, text: str) -> list[str]:
+    """The query's content words and identifiers that `text` holds, in the query's order."""
+    stems = {_stem(w) for w in _WORD.findall(text.casefold())}
+    matched = [w for w in query_terms(query) if _stem(w) in stems]
+    text_folded = text.casefold()
+    for identifier in sorted(identifiers(query)):
+        if identifier in text_folded and identifier not in matched:
+            matched.append(identifier)
+    return matched
+
+
+def bears_on(query: str, text: str) -> bool:
+    """Whether `text` clears the floor for `query`: two of its content words, or one of
+    its identifiers."""
+    matched = matched_terms(query, text)
+    wanted = identifiers(query)
+    return len(matched) >= 2 or any(m in wanted for m in matched)

@@ -1,0 +1,24 @@
+"""memoryapp.lib.relevance: which words carry a query, and the floor for injecting a memory."""
+
+from memoryapp.lib import relevance
+
+
+def test_stop_words_are_dropped_and_words_match_their_forms():
+    assert relevance.query_terms("How do I run the tests?") == ["run", "tests"]
+    assert relevance.query_terms("the I we") == []
+    assert relevance.matched_terms("running tests", "Run the test suite") == ["running", "tests"]
+    assert relevance.matched_terms("the staging", "The staging cluster") == ["staging"]
+
+
+def test_identifiers_are_named_whole():
+    ids = relevance.identifiers("why does test_upload_resume fail in src/app.py (v2)?")
+    assert ids == {"test_upload_resume", "src/app.py", "v2"}
+    assert relevance.identifiers("plain words only, 2026.") == set()
+
+
+def test_the_floor_wants_two_content_words_or_one_identifier():
+    assert relevance.bears_on("Migrate the staging database", "Staging database is read-only")
+    assert not relevance.bears_on("Migrate the staging database", "The staging web server")
+    assert relevance.bears_on("fix test_upload_resume", "test_upload_resume is flaky")
+    assert not relevance.bears_on("fix test_upload_resume", "test_upload_retry is flaky")
+    assert not relevance.bears_on("what is the plan", "the plan")
