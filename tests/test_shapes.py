@@ -22,6 +22,7 @@ PAIRS = [
     (shapes.Provenance, schemas.ProvenanceOut, set()),
     (shapes.FindingShape, schemas.FindingOut, set()),
     (shapes.MemoryShape, schemas.MemoryOut, set()),
+    (shapes.WhyShape, schemas.WhyOut, set()),
     (shapes.WorkingItem, schemas.WorkingItemOut, set()),
     (shapes.TokenCounts, schemas.TokenCountsOut, set()),
     (shapes.ContextBudget, schemas.BudgetOut, set()),

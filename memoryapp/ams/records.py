@@ -32,7 +32,7 @@ from memoryapp.ams.schemas import (
     TagFilterIn,
     TypeFilterIn,
 )
-from memoryapp.core import search as fulltext
+from memoryapp.core import recall
 from memoryapp.core.limits import MAX_INT
 from memoryapp.core.models import SELF, Agent, Memory, Session
 
@@ -42,8 +42,6 @@ MEMORY_TYPE = Memory.Type.FACT
 CONFIDENCE = 0.8
 # How a memory without a record reads to the client.
 DEFAULT_AMS_TYPE = MemoryRecord.Type.SEMANTIC
-# A text search ranks at most this many of the best full-text matches.
-MAX_CANDIDATES = 1000
 
 
 def record_of(memory: Memory) -> MemoryRecord | None:
@@ -453,11 +451,23 @@ def search(agent: Agent, search: SearchIn) -> dict[str, Any]:
     found = memories(agent).filter(filters(search))
     text = (search.text or "").strip()
     if text:
-        hits = fulltext.search(agent, text, kinds=("memory",), limit=MAX_CANDIDATES)
-        rank = {hit.id: hit.rank for hit in hits}
-        matching = sorted(found.filter(id__in=list(rank)), key=lambda m: (-rank[m.id], -m.id))
-        best = max((rank[m.id] for m in matching), default=0.0)
-        scored = [(m, round(1 - rank[m.id] / best, 4) if best > 0 else 0.0) for m in matching]
+        # Hybrid recall (memoryapp.core.recall); the distance is the cosine distance of
+        # the memory's vector, or for a match by words alone how far its fused score is
+        # below the best.
+        ranked = recall.rank(agent, text, status="all", within=found)
+        matching = {m.id for m in ranked}
+        by_id = {m.id: m for m in found.filter(id__in=matching)}
+        best = max((m.why.score for m in ranked), default=0.0)
+        scored = [
+            (
+                by_id[m.id],
+                round(1 - m.why.similarity, 4)
+                if m.why.similarity is not None
+                else (round(1 - m.why.score / best, 4) if best > 0 else 1.0),
+            )
+            for m in ranked
+            if m.id in by_id
+        ]
         if search.distance_threshold is not None:
             scored = [(m, d) for m, d in scored if d <= search.distance_threshold]
         total = len(scored)

@@ -23,7 +23,7 @@ from memoryapp.api.schemas import (
     MemoryRevised,
     MemoryType,
 )
-from memoryapp.core import search as fulltext
+from memoryapp.core import recall
 from memoryapp.core.context import memory_dict
 from memoryapp.core.limits import MAX_INT
 from memoryapp.core.models import Memory, MemoryEvent
@@ -82,15 +82,13 @@ def list_memories(
     if query.strip():
         # Ranked: the position is how many hits were served.
         (offset,) = pagination.decode(cursor, "recall", int) or (0,)
-        found, more = fulltext.recall_memories(
+        found, more = recall.recall_memories(
             agent_of(request), query=query, offset=offset, limit=limit, **filters
         )
         next_cursor = pagination.encode("recall", offset + limit) if more else None
     else:
         after = pagination.decode(cursor, "memories", float, datetime, int)
-        found, more = fulltext.recall_memories(
-            agent_of(request), after=after, limit=limit, **filters
-        )
+        found, more = recall.recall_memories(agent_of(request), after=after, limit=limit, **filters)
         last = found[-1] if found else None
         next_cursor = (
             pagination.encode("memories", last.confidence, last.updated_at, last.id)

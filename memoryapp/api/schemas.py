@@ -480,6 +480,20 @@ class MemoryPatch(InputSchema):
     confidence: Confidence = None
 
 
+class WhyOut(Output):
+    """Why recall answered this memory: the query's words it holds (stop words never),
+    whether it names one of the query's identifiers (those come first), the similarity
+    of its vector to the query's (null: not among the nearest, or no vector yet), by how
+    much it exceeds the query's similarity to unrelated text (a memory found by meaning
+    alone needs 0.045) and the fused score that ordered it."""
+
+    terms: list[str]
+    identifier: bool
+    similarity: float | None
+    margin: float | None
+    score: float
+
+
 class MemoryOut(Output):
     id: int
     memory_type: str
@@ -489,6 +503,7 @@ class MemoryOut(Output):
     source: str
     created_at: datetime
     updated_at: datetime
+    why: WhyOut | None = None  # set when recalled for a query (or a context's hint)
 
 
 class MemoryDetail(MemoryOut):

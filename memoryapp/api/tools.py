@@ -22,7 +22,7 @@ from memoryapp.api.schemas import (
     RememberArgs,
     ToolResultOut,
 )
-from memoryapp.core import search as fulltext
+from memoryapp.core import recall
 from memoryapp.core.context import memory_dict
 from memoryapp.core.models import Memory
 from memoryapp.http.common import READ, WRITE_ONE, actor, agent_of
@@ -42,7 +42,13 @@ def _memory_ref(memory: Memory) -> str:
     line = fmt.memory_line(
         fmt.MemoryItem(memory.memory_type, memory.content, memory.confidence, memory.updated_at)
     )
-    return f"{line} [memory {memory.id}]"
+    why = getattr(memory, "why", None)
+    if why is None:
+        return f"{line} [memory {memory.id}]"
+    reasons = [f"words: {', '.join(why.terms)}"] if why.terms else []
+    if why.similarity is not None:
+        reasons.append(f"similarity {why.similarity:.2f}")
+    return f"{line} [memory {memory.id}; {'; '.join(reasons) or 'matched'}]"
 
 
 @router.post("/tools/call", response={200: ToolResultOut, **WRITE_ONE}, exclude_unset=True)
@@ -82,7 +88,7 @@ def call_tool(request: HttpRequest, payload: MemoryToolCallIn):
             "memory": memory_dict(memory),
         }
     if payload.name == "recall":
-        found, _ = fulltext.recall_memories(
+        found, _ = recall.recall_memories(
             agent_of(request),
             query=args.query,
             memory_type=args.memory_type,

@@ -7,6 +7,15 @@ class CoreConfig(AppConfig):
     verbose_name = "Agent memory"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_save
+
         # The Celery tasks registered in every process, the web's own included: dispatch
         # looks the extraction task up by its name (memoryapp.core.dispatch).
-        from memoryapp.core import tasks  # noqa: F401
+        from memoryapp.core import embeddings, tasks  # noqa: F401
+        from memoryapp.core.models import Finding, Memory
+
+        # A memory or finding written is embedded soon after, off the request path.
+        for model in (Memory, Finding):
+            post_save.connect(
+                embeddings.embed_after_commit, sender=model, dispatch_uid=f"embed-{model.KIND}"
+            )

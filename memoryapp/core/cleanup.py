@@ -43,6 +43,8 @@ _DELETES = [
     "DELETE FROM core_message WHERE session_id IN ({ids})",
     "DELETE FROM core_toolcall WHERE session_id IN ({ids})",
     "DELETE FROM core_turn WHERE session_id IN ({ids})",
+    "DELETE FROM core_embedding WHERE finding_id IN "
+    "(SELECT id FROM core_finding WHERE session_id IN ({ids}))",
     "DELETE FROM core_finding WHERE session_id IN ({ids})",
     "DELETE FROM core_contextitem WHERE session_id IN ({ids})",
     "DELETE FROM core_subtask_dependencies WHERE from_subtask_id IN "

@@ -4,12 +4,12 @@ The token budget is split by memoryapp.lib.budget. Sections are filled by priori
 a prefix of its priority order, so truncation always drops the least important first:
 - working: working-context items by confidence (then recency), then findings newest
   first, in the working share (findings are execution memory: working memory);
-- long-term: the active memories that bear on the task, most relevant first (then the
-  most confident, then the newest), in the long-term share: with a `query_hint`, the 10
-  best that hold one of its content words; without one, a hint is derived from the
-  session (its goal, the current subtask, the latest user message, the active file) and
-  the 5 best that clear memoryapp.lib.relevance's floor are kept (none when none does:
-  an empty section beats a wrong one);
+- long-term: the active memories that bear on the task, best first by recall's fused
+  ranking of words and meaning (memoryapp.core.recall), in the long-term share: with a
+  `query_hint`, its 10 best; without one, a hint is derived from the session (its goal,
+  the current subtask, the latest user message, the active file) and the 5 best that
+  share its words (memoryapp.lib.relevance's floor) or are close enough in meaning are
+  kept (none when none is: an empty section beats a wrong one);
 - conversation: the pruned-history rule within its share plus what working and long-term
   left unused;
 - system: session state (goal, current subtask, active files, recent tools) and the
@@ -29,7 +29,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from memoryapp.core import search
+from memoryapp.core import recall
 from memoryapp.core.conversation import pruned_through, restore_history
 from memoryapp.core.dispatch import after_answer
 from memoryapp.core.models import (
@@ -50,8 +50,10 @@ from memoryapp.lib.extraction.context import relative
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
-# How many memories a derived hint's search reads before the floor chooses among them.
-DERIVED_HINT_CANDIDATES = 50
+# Without a hint, a memory that shares too few of the session's words must be at least
+# this much closer to it than unrelated text (memoryapp.core.recall.MARGIN; set on
+# bench/probes/recall.json's tune sessions: bench/relevance.py).
+DERIVED_MARGIN = 0.06
 MAX_WORKING_ITEMS = 500
 MAX_FINDINGS = 200
 RECENT_TOOL_CALLS = 50
@@ -169,26 +171,21 @@ def derived_hint(session: Session) -> str:
 
 
 def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
-    agent = session.agent
-    derived = not query_hint.strip()
-    hint = derived_hint(session) if derived else query_hint
-    hits = search.search(
-        agent,
-        hint,
-        kinds=("memory",),
-        limit=DERIVED_HINT_CANDIDATES if derived else MEMORIES_WITH_HINT,
-        memory_status="active",
-        snippets=False,
-    )
-    by_id = Memory.objects.in_bulk([hit.id for hit in hits])
-    found = [by_id[hit.id] for hit in hits if hit.id in by_id]
-    if derived:
-        found = [m for m in found if relevance.bears_on(hint, m.content)]
-    # Most relevant first (how many of the hint's words each holds), then the most
-    # confident, then the newest.
-    matched = {m.id: len(relevance.matched_terms(hint, m.content)) for m in found}
-    found.sort(key=lambda m: (-matched[m.id], -m.confidence, -m.updated_at.timestamp(), -m.id))
-    return found[:MEMORIES_WITHOUT_HINT] if derived else found
+    """The memories for the prompt, best first (memoryapp.core.recall, each with `.why`):
+    for a query hint its MEMORIES_WITH_HINT best; without one, of the memories that bear
+    on the session (derived_hint) by words (relevance.bears_on) or by a similarity of at
+    least DERIVED_MARGIN above unrelated text, the MEMORIES_WITHOUT_HINT best."""
+    if query_hint.strip():
+        return recall.rank(session.agent, query_hint, status="active")[:MEMORIES_WITH_HINT]
+    hint = derived_hint(session)
+    if not hint.strip():
+        return []
+    found = [
+        m
+        for m in recall.rank(session.agent, hint, status="active")
+        if relevance.bears_on(hint, m.content) or (m.why.margin or 0.0) >= DERIVED_MARGIN
+    ]
+    return found[:MEMORIES_WITHOUT_HINT]
 
 
 def memory_dict(memory: Memory) -> MemoryShape:
@@ -201,6 +198,7 @@ def memory_dict(memory: Memory) -> MemoryShape:
         "source": memory.source,
         "created_at": memory.created_at.isoformat(),
         "updated_at": memory.updated_at.isoformat(),
+        **({"why": memory.why.as_dict()} if hasattr(memory, "why") else {}),
     }
 
 

