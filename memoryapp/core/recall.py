@@ -29,7 +29,7 @@ from memoryapp.lib import relevance
 
 CANDIDATES = 100
 RRF_K = 10
-LEXICAL_WEIGHT = 0.35
+LEXICAL_WEIGHT = 0.15
 VECTOR_WEIGHT = 1.0
 # How much closer than the query's nearest anchor a memory found by meaning alone must be.
 # On the tune questions of bench/probes/recall.json: 95% of the relevant memories are at
