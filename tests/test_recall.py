@@ -155,6 +155,21 @@ def test_the_memories_page_says_why(agent, remembered):
     ).content.decode()
     assert "why: words <mark>staging</mark> · similarity 0." in html
     assert html.index(MEMORIES[0]) < html.index(MEMORIES[1])
+    assert f"0 of {len(MEMORIES)} memories" not in html
+    assert f"{len(MEMORIES)} of {len(MEMORIES)} memories and 0 of 0 findings" in html
+
+
+@pytest.mark.django_db
+def test_the_memories_page_shows_embedding_progress(agent, settings):
+    viewer = logged_in_member("viewer", agent, "vera")
+    Memory.objects.create(agent=agent, content=MEMORIES[0])
+    Memory.objects.create(agent=agent, content=MEMORIES[1])
+    embeddings.embed_pending(limit=1)
+    html = viewer.get("/agents/coder/memories/").content.decode()
+    assert "1 of 2 memories" in html and "being embedded in the background" in html
+    settings.MEMORYAPP_EMBEDDER = "off"
+    html = viewer.get("/agents/coder/memories/").content.decode()
+    assert "Recall is by words only" in html
 
 
 @pytest.mark.django_db

@@ -22,6 +22,7 @@ PAIRS = [
     (shapes.Provenance, schemas.ProvenanceOut, set()),
     (shapes.FindingShape, schemas.FindingOut, set()),
     (shapes.MemoryShape, schemas.MemoryOut, set()),
+    (shapes.RecalledMemory, schemas.MemoryHit, set()),
     (shapes.WhyShape, schemas.WhyOut, set()),
     (shapes.WorkingItem, schemas.WorkingItemOut, set()),
     (shapes.TokenCounts, schemas.TokenCountsOut, set()),
@@ -66,7 +67,7 @@ def test_the_values_the_core_builds_hold_exactly_their_shapes_fields(api):
     ]:
         assert set(context[name]) == set(shape.__annotations__), name
     assert set(context["findings"][0]) == set(shapes.FindingShape.__annotations__)
-    assert set(context["long_term_memories"][0]) == set(shapes.MemoryShape.__annotations__)
+    assert set(context["long_term_memories"][0]) == set(shapes.RecalledMemory.__annotations__)
     for message in context["conversation"]:
         assert shapes.HistoryMessage.__required_keys__ <= set(message)
         assert set(message) <= set(shapes.HistoryMessage.__annotations__)

@@ -503,7 +503,13 @@ class MemoryOut(Output):
     source: str
     created_at: datetime
     updated_at: datetime
-    why: WhyOut | None = None  # set when recalled for a query (or a context's hint)
+
+
+class MemoryHit(MemoryOut):
+    """A memory as recall answers it: with why, when recalled for a query or a context
+    (null when listed without a query)."""
+
+    why: WhyOut | None = None
 
 
 class MemoryDetail(MemoryOut):
@@ -515,7 +521,7 @@ class MemoryRevised(MemoryOut):
 
 
 class MemoryPage(Output):
-    items: list[MemoryOut]
+    items: list[MemoryHit]
     next_cursor: str | None
 
 
@@ -540,7 +546,7 @@ class ContextOut(Output):
     conversation: list[HistoryMessageOut]
     working_context: dict[str, Any]
     working_context_items: list[WorkingItemOut]
-    long_term_memories: list[MemoryOut]
+    long_term_memories: list[MemoryHit]
     findings: list[FindingOut]
     summary: SummaryOut | None
     token_counts: TokenCountsOut
@@ -579,7 +585,7 @@ class ToolResultOut(Output):
     ok: bool
     result: str
     memory: MemoryOut | None = None
-    memories: list[MemoryOut] | None = None
+    memories: list[MemoryHit] | None = None
 
 
 # --- search -------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from memoryapp.core.models import (
     Subtask,
     ToolCall,
 )
-from memoryapp.core.shapes import Context, FindingShape, MemoryShape
+from memoryapp.core.shapes import Context, FindingShape, RecalledMemory
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import relevance, tokens
@@ -188,7 +188,8 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     return found[:MEMORIES_WITHOUT_HINT]
 
 
-def memory_dict(memory: Memory) -> MemoryShape:
+def memory_dict(memory: Memory) -> RecalledMemory:
+    """A memory's JSON shape, with `why` when recall chose it."""
     return {
         "id": memory.id,
         "memory_type": memory.memory_type,

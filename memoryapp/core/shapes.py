@@ -109,7 +109,12 @@ class MemoryShape(TypedDict):
     source: str
     created_at: str
     updated_at: str
-    why: NotRequired[WhyShape]  # a memory recalled for a query, or for the context
+
+
+class RecalledMemory(MemoryShape):
+    """A memory as recall answers it (memoryapp.core.recall)."""
+
+    why: NotRequired[WhyShape]  # recalled for a query, or for the context
 
 
 class WorkingItem(TypedDict):
@@ -150,7 +155,7 @@ class Context(TypedDict):
     conversation: list[HistoryMessage]
     working_context: dict[str, Any]
     working_context_items: list[WorkingItem]
-    long_term_memories: list[MemoryShape]
+    long_term_memories: list[RecalledMemory]
     findings: list[FindingShape]
     summary: Summary | None
     token_counts: TokenCounts

@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from memoryapp.core import recall
+from memoryapp.core import embeddings, recall
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent
 from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user
@@ -242,6 +242,7 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
         "agent": agent,
         "role": role,
         "memories": found,
+        "embedding": embeddings.progress(agent),
         "next_offset": offset + PAGE if more else None,
         "types": Memory.Type.choices,
         "statuses": ["active", "archived", "superseded", "all"],
