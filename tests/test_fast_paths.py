@@ -888,9 +888,8 @@ def test_context_reads_what_the_orm_reads(api, agent):
     expected_memories = recall.rank(agent, "fact parser", status="active")[:10]
     assert len(expected_memories) == 8
     assert all(m.status == "active" for m in expected_memories)
-    assert hinted["long_term_memories"] == [
-        memory_dict(Memory.objects.get(pk=m.pk)) for m in expected_memories
-    ]
+    assert hinted["long_term_memories"] == [memory_dict(m) for m in expected_memories]
+    assert all(m["why"]["terms"] for m in hinted["long_term_memories"])
     assert "now" in context["prompt"] and "later" not in context["prompt"]
     assert "grep" in context["prompt"] and "src/parser.py" in context["prompt"]
     Subtask.objects.filter(session=session, title="now").update(status=Subtask.Status.DONE)
