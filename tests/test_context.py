@@ -123,7 +123,7 @@ def test_memories_without_hint_follow_the_current_task_and_the_latest_user_messa
         agent=agent, content="test_upload_resume is flaky on CI: rerun it once"
     )
     api.put(BASE + "/sessions/s1", {})
-    api.post(BASE + "/sessions/s1/subtasks", {"title": "Migrate the staging database"})
+    api.post(BASE + "/sessions/s1/subtasks", {"title": "Migrate the staging database on Sunday"})
     api.post(BASE + "/sessions/s1/turns", turn(("user", "why does test_upload_resume fail?")))
     body = api.get(BASE + "/sessions/s1/context").json()
     assert {m["id"] for m in body["long_term_memories"]} == {staging.id, upload.id}

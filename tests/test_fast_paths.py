@@ -821,7 +821,7 @@ def test_context_reads_what_the_orm_reads(api, agent):
         ContextItem.objects.create(session=session, key=f"k{n}", value=f"v{n}",
                                    confidence=confidence)  # fmt: skip
     for n, confidence in enumerate([0.95, 0.8, 0.8, 0.99, 0.9, 0.85, 0.6]):
-        about = " about the parser" if n in (1, 4) else ""
+        about = " about the parser to review" if n in (1, 4) else ""
         Memory.objects.create(agent=agent, content=f"fact {n}{about}", confidence=confidence)
     Session.objects.filter(pk=session.pk).update(goal="Review each parser fact")
     session.refresh_from_db()

@@ -141,7 +141,7 @@ def test_turns_table_and_chart_show_tokens_per_iteration(session, viewer):
 
 def test_the_assembled_prompt_is_shown_as_the_agent_gets_it(session, viewer):
     # A memory the session's goal bears on: one that does not is not injected.
-    Session.objects.filter(pk=session.pk).update(goal="Indent the module: tabs, not spaces")
+    Session.objects.filter(pk=session.pk).update(goal="Indent the module: always tabs, not spaces")
     session.refresh_from_db()
     Memory.remember(
         session.agent,

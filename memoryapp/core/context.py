@@ -8,8 +8,8 @@ a prefix of its priority order, so truncation always drops the least important f
   ranking of words and meaning (memoryapp.core.recall), in the long-term share: with a
   `query_hint`, its 10 best; without one, a hint is derived from the session (its goal,
   the current subtask, the latest user message, the active file) and the 5 best that
-  share its words (memoryapp.lib.relevance's floor) or are close enough in meaning are
-  kept (none when none is: an empty section beats a wrong one);
+  share three of its words or an identifier (memoryapp.lib.relevance's floor) or are
+  close enough in meaning are kept (none when none is: an empty section beats a wrong one);
 - conversation: the pruned-history rule within its share plus what working and long-term
   left unused;
 - system: session state (goal, current subtask, active files, recent tools) and the
@@ -50,10 +50,12 @@ from memoryapp.lib.extraction.context import relative
 
 MEMORIES_WITH_HINT = 10
 MEMORIES_WITHOUT_HINT = 5
-# Without a hint, a memory that shares too few of the session's words must be at least
-# this much closer to it than unrelated text (memoryapp.core.recall.MARGIN; set on
-# bench/probes/recall.json's tune sessions: bench/relevance.py).
-DERIVED_MARGIN = 0.06
+# Without a hint, a memory must share this many of the session's content words (or one of
+# its identifiers), or be this much closer to it than unrelated text
+# (memoryapp.core.recall.MARGIN); both set on bench/probes/recall.json's tune sessions
+# (bench/recall.py): the hint joins goal, task and message, so two words were too easy.
+DERIVED_WORDS = 3
+DERIVED_MARGIN = 0.10
 MAX_WORKING_ITEMS = 500
 MAX_FINDINGS = 200
 RECENT_TOOL_CALLS = 50
@@ -173,8 +175,8 @@ def derived_hint(session: Session) -> str:
 def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     """The memories for the prompt, best first (memoryapp.core.recall, each with `.why`):
     for a query hint its MEMORIES_WITH_HINT best; without one, of the memories that bear
-    on the session (derived_hint) by words (relevance.bears_on) or by a similarity of at
-    least DERIVED_MARGIN above unrelated text, the MEMORIES_WITHOUT_HINT best."""
+    on the session (derived_hint) by DERIVED_WORDS of its words (relevance.bears_on) or
+    by a similarity DERIVED_MARGIN above unrelated text, the MEMORIES_WITHOUT_HINT best."""
     if query_hint.strip():
         return recall.rank(session.agent, query_hint, status="active")[:MEMORIES_WITH_HINT]
     hint = derived_hint(session)
@@ -183,7 +185,8 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     found = [
         m
         for m in recall.rank(session.agent, hint, status="active")
-        if relevance.bears_on(hint, m.content) or (m.why.margin or 0.0) >= DERIVED_MARGIN
+        if relevance.bears_on(hint, m.content, DERIVED_WORDS)
+        or (m.why.margin or 0.0) >= DERIVED_MARGIN
     ]
     return found[:MEMORIES_WITHOUT_HINT]
 

@@ -4,9 +4,10 @@ Search and recall drop stop words ("the", "I", "we", "can", ...) before matching
 query of stop words alone matches nothing, and a stop word is never highlighted as a
 match. `matched_terms` says which of a query's content words a text holds (a word
 matches its plural and its -ing/-ed forms, as a stemmer would); `bears_on` is the floor
-a memory must clear to be put in an agent's context without being asked for: two of the
-query's content words, or one identifier (a word with `_`, a digit, or a path or
-dotted name such as `src/app.py`), since an identifier names one thing.
+a memory must clear to be put in an agent's context without being asked for: some of the
+query's content words (two, or three for the long hint a session makes), or one
+identifier (a word with `_`, a digit, or a path or dotted name such as `src/app.py`),
+since an identifier names one thing.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def matched_terms(query: str, text: str) -> list[str]:
     return matched
 
 
-def bears_on(query: str, text: str) -> bool:
-    """Whether `text` clears the floor for `query`: two of its content words, or one of
-    its identifiers."""
+def bears_on(query: str, text: str, words: int = 2) -> bool:
+    """Whether `text` clears the floor for `query`: `words` of its content words (two
+    unless asked: a long query shares two words with much that it does not bear on), or
+    one of its identifiers."""
     matched = matched_terms(query, text)
     wanted = identifiers(query)
-    return len(matched) >= 2 or any(m in wanted for m in matched)
+    return len(matched) >= words or any(m in wanted for m in matched)
