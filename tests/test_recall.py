@@ -85,6 +85,15 @@ def test_filters_hold_for_both_rankings(agent, remembered):
 
 
 @pytest.mark.django_db
+def test_a_memory_not_embedded_yet_is_ranked_by_its_words_meanwhile(agent, remembered):
+    late = Memory.objects.create(agent=agent, content="Staging writes wait until Monday")
+    found = recall.rank(agent, "Can I write to staging at the weekend?")
+    assert {m.id for m in found[:2]} == {remembered[0].id, late.id}
+    unembedded = next(m for m in found if m.id == late.id)
+    assert unembedded.why.similarity is None and unembedded.why.terms == ["write", "staging"]
+
+
+@pytest.mark.django_db
 def test_without_vectors_recall_is_by_words_and_says_so(agent, settings):
     Memory.objects.create(agent=agent, content="The staging database is read-only on Sundays")
     settings.MEMORYAPP_EMBEDDER = "off"

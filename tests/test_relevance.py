@@ -8,6 +8,7 @@ def test_stop_words_are_dropped_and_words_match_their_forms():
     assert relevance.query_terms("the I we") == []
     assert relevance.matched_terms("running tests", "Run the test suite") == ["running", "tests"]
     assert relevance.matched_terms("the staging", "The staging cluster") == ["staging"]
+    assert relevance.matched_terms("write boxes", "It writes one box") == ["write", "boxes"]
 
 
 def test_identifiers_are_named_whole():
@@ -22,3 +23,6 @@ def test_the_floor_wants_two_content_words_or_one_identifier():
     assert relevance.bears_on("fix test_upload_resume", "test_upload_resume is flaky")
     assert not relevance.bears_on("fix test_upload_resume", "test_upload_retry is flaky")
     assert not relevance.bears_on("what is the plan", "the plan")
+    # A long hint (a session's goal, task and message) asks for three.
+    assert not relevance.bears_on("Migrate the staging database", "Staging database", 3)
+    assert relevance.bears_on("Migrate the staging database", "Migrating staging database", 3)

@@ -177,13 +177,16 @@ def query_vector(query: str):
         return None, 0.0
 
 
-def nearest_memories(agent: Agent, vector, memories, limit: int) -> list[tuple[int, float]]:
+def nearest_memories(
+    agent: Agent, vector, memories, limit: int
+) -> tuple[list[tuple[int, float]], set[int]]:
     """(memory id, similarity) of the `limit` memories of the queryset `memories` whose
-    vectors are nearest to `vector`, nearest first: a scan of the agent's vectors of the
-    configured embedder (float16 rows, 768 bytes each for e5-small)."""
+    vectors are nearest to `vector`, nearest first, and the ids of all of them that have
+    a vector: a scan of the agent's vectors of the configured embedder (float16 rows,
+    768 bytes each for e5-small)."""
     embedder = current()
     if embedder is None or vector is None:
-        return []
+        return [], set()
     rows = list(
         Embedding.objects.filter(
             agent=agent,
@@ -193,11 +196,11 @@ def nearest_memories(agent: Agent, vector, memories, limit: int) -> list[tuple[i
         ).values_list("memory_id", "vector")
     )
     if not rows:
-        return []
+        return [], set()
     ids = [memory_id for memory_id, _ in rows]
     scores = vectors.similarities(vector, vectors.from_bytes([b for _, b in rows], len(vector)))
     order = scores.argsort()[::-1][:limit]
-    return [(ids[i], float(scores[i])) for i in order]
+    return [(ids[i], float(scores[i])) for i in order], set(ids)
 
 
 # Requests to embed, after writes.

@@ -8,8 +8,9 @@ that names one of the query's identifiers (`test_upload_resume`, `src/app.py`) c
 before every other; a memory found by its vector alone must be MARGIN more similar to
 the query than the query's nearest anchor (memoryapp.lib.embedding.ANCHORS: sentences
 about nothing an agent remembers), so a query that nothing bears on recalls nothing.
-Each memory answered carries `why`: the words matched, the similarity and the fused
-score.
+A memory not embedded yet counts its word rank for both rankings, so it is not buried
+while the background catches up. Each memory answered carries `why`: the words matched,
+the similarity and the fused score.
 
 The ranking reads at most CANDIDATES of each kind, so a query's pages end after the best
 few hundred: recall is for the best matches, browsing is the list without a query. The
@@ -105,7 +106,7 @@ def rank(
     if within is not None:
         filtered = filtered.filter(id__in=within.values("id"))
     vector, baseline = embeddings.query_vector(query)
-    nearest = embeddings.nearest_memories(agent, vector, filtered, CANDIDATES)
+    nearest, with_vector = embeddings.nearest_memories(agent, vector, filtered, CANDIDATES)
     similarity = dict(nearest)
     vector_rank = {memory_id: position for position, (memory_id, _) in enumerate(nearest, 1)}
     ids = set(lexical_rank) | {i for i, s in nearest if s - baseline >= margin}
@@ -118,6 +119,10 @@ def rank(
             score += LEXICAL_WEIGHT / (RRF_K + lexical_rank[memory.id])
         if memory.id in vector_rank:
             score += VECTOR_WEIGHT / (RRF_K + vector_rank[memory.id])
+        elif with_vector and memory.id not in with_vector and memory.id in lexical_rank:
+            # Not embedded yet (just written, or a new embedder at work): its words stand
+            # in for its meaning, so it is not buried under the memories that have one.
+            score += VECTOR_WEIGHT / (RRF_K + lexical_rank[memory.id])
         memory.why = Why(
             terms=terms,
             identifier=any(term in wanted for term in terms),

@@ -50,9 +50,13 @@ def _stem(word: str) -> str:
     w = word.casefold()
     for suffix in ("ing", "ed", "es", "s"):
         if len(w) > len(suffix) + 2 and w.endswith(suffix):
+            if suffix == "es" and not w[:-2].endswith(("s", "x", "z", "ch", "sh")):
+                continue  # writes -> write (then "s"), but boxes -> box
             w = w[: -len(suffix)]
             break
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":  # running -> runn -> run
+        w = w[:-1]
+    if len(w) > 3 and w.endswith("e"):  # migrate, migrating -> migrat
         w = w[:-1]
     return w
 
