@@ -200,7 +200,7 @@ def test_the_context_hint_and_a_session_without_one_get_what_bears_on_them(agent
 @pytest.mark.django_db(transaction=True)
 def test_a_write_is_embedded_in_the_background_on_the_embedded_setup(agent, settings, monkeypatch):
     settings.MEMORYAPP_EMBED_ON_WRITE = True
-    assert settings.CELERY_TASK_ALWAYS_EAGER
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the embedded setup: no broker, no worker
     embedder = embeddings.current()
     passages, release, asked = embedder.passages, threading.Event(), threading.Event()
 
@@ -218,6 +218,25 @@ def test_a_write_is_embedded_in_the_background_on_the_embedded_setup(agent, sett
     while not Embedding.objects.filter(memory=memory).exists():
         assert time.monotonic() < deadline, "not embedded in the background"
         time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_a_broker_a_write_asks_the_worker_to_embed_once_per_burst(
+    agent, settings, monkeypatch
+):
+    from celery import current_app
+
+    settings.MEMORYAPP_EMBED_ON_WRITE = True
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    sent = []
+    task = current_app.tasks[embeddings.EMBED_PENDING]
+    monkeypatch.setattr(task, "apply_async", lambda *a, **k: sent.append(k))
+    monkeypatch.setattr(embeddings, "_last_request", 0.0)
+    for text in MEMORIES[:3]:
+        Memory.objects.create(agent=agent, content=text)
+    assert len(sent) == 1  # a burst of writes is one task: each run embeds all pending
+    assert not Embedding.objects.exists()  # the web process embedded nothing itself
+    assert task.run() == 3 and Embedding.objects.count() == 3  # what the worker runs
 
 
 def test_stored_vectors_round_trip_and_a_wrong_length_never_matches():
