@@ -3,12 +3,21 @@
 from memoryapp.lib import relevance
 
 
+def matched_terms(query: str, text: str) -> list[str]:
+    return relevance.Query.of(query).matched(text)
+
+
+def bears_on(query: str, text: str, words: int = 2) -> bool:
+    asked = relevance.Query.of(query)
+    return asked.clears(asked.matched(text), words)
+
+
 def test_stop_words_are_dropped_and_words_match_their_forms():
     assert relevance.query_terms("How do I run the tests?") == ["run", "tests"]
     assert relevance.query_terms("the I we") == []
-    assert relevance.matched_terms("running tests", "Run the test suite") == ["running", "tests"]
-    assert relevance.matched_terms("the staging", "The staging cluster") == ["staging"]
-    assert relevance.matched_terms("write boxes", "It writes one box") == ["write", "boxes"]
+    assert matched_terms("running tests", "Run the test suite") == ["running", "tests"]
+    assert matched_terms("the staging", "The staging cluster") == ["staging"]
+    assert matched_terms("write boxes", "It writes one box") == ["write", "boxes"]
 
 
 def test_identifiers_are_named_whole():
@@ -18,11 +27,11 @@ def test_identifiers_are_named_whole():
 
 
 def test_the_floor_wants_two_content_words_or_one_identifier():
-    assert relevance.bears_on("Migrate the staging database", "Staging database is read-only")
-    assert not relevance.bears_on("Migrate the staging database", "The staging web server")
-    assert relevance.bears_on("fix test_upload_resume", "test_upload_resume is flaky")
-    assert not relevance.bears_on("fix test_upload_resume", "test_upload_retry is flaky")
-    assert not relevance.bears_on("what is the plan", "the plan")
+    assert bears_on("Migrate the staging database", "Staging database is read-only")
+    assert not bears_on("Migrate the staging database", "The staging web server")
+    assert bears_on("fix test_upload_resume", "test_upload_resume is flaky")
+    assert not bears_on("fix test_upload_resume", "test_upload_retry is flaky")
+    assert not bears_on("what is the plan", "the plan")
     # A long hint (a session's goal, task and message) asks for three.
-    assert not relevance.bears_on("Migrate the staging database", "Staging database", 3)
-    assert relevance.bears_on("Migrate the staging database", "Migrating staging database", 3)
+    assert not bears_on("Migrate the staging database", "Staging database", 3)
+    assert bears_on("Migrate the staging database", "Migrating staging database", 3)

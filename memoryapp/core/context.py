@@ -175,18 +175,18 @@ def derived_hint(session: Session) -> str:
 def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     """The memories for the prompt, best first (memoryapp.core.recall, each with `.why`):
     for a query hint its MEMORIES_WITH_HINT best; without one, of the memories that bear
-    on the session (derived_hint) by DERIVED_WORDS of its words (relevance.bears_on) or
+    on the session (derived_hint) by DERIVED_WORDS of its words (relevance.Query.clears) or
     by a similarity DERIVED_MARGIN above unrelated text, the MEMORIES_WITHOUT_HINT best."""
     if query_hint.strip():
         return recall.rank(session.agent, query_hint, status="active")[:MEMORIES_WITH_HINT]
     hint = derived_hint(session)
     if not hint.strip():
         return []
+    asked = relevance.Query.of(hint)
     found = [
         m
         for m in recall.rank(session.agent, hint, status="active")
-        if relevance.bears_on(hint, m.content, DERIVED_WORDS)
-        or (m.why.margin or 0.0) >= DERIVED_MARGIN
+        if asked.clears(m.why.terms, DERIVED_WORDS) or (m.why.margin or 0.0) >= DERIVED_MARGIN
     ]
     return found[:MEMORIES_WITHOUT_HINT]
 

@@ -244,8 +244,7 @@ def _embed_forever() -> None:
         _wake.wait()
         _wake.clear()
         try:
-            while embed_pending(limit=BATCH * 4):
-                pass
+            embed_pending()
         except Exception as exc:  # the next write wakes it again
             logger.warning("background embedding failed: %s", exc)
         finally:

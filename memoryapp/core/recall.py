@@ -82,7 +82,8 @@ def rank(
     """The memories that bear on `query`, best first, each with `.why` (a Why); of the
     queryset `within` only, when given (the AMS search's filters). A query of stop words
     alone recalls nothing, by words or by meaning."""
-    if not relevance.query_terms(query) and not relevance.identifiers(query):
+    asked = relevance.Query.of(query)
+    if not asked.terms and not asked.identifiers:
         return []
     lexical = search.search(
         agent,
@@ -110,10 +111,9 @@ def rank(
     similarity = dict(nearest)
     vector_rank = {memory_id: position for position, (memory_id, _) in enumerate(nearest, 1)}
     ids = set(lexical_rank) | {i for i, s in nearest if s - baseline >= margin}
-    wanted = relevance.identifiers(query)
     found = []
     for memory in filtered.select_related("session").filter(id__in=ids):
-        terms = relevance.matched_terms(query, memory.content)
+        terms = asked.matched(memory.content)
         score = 0.0
         if memory.id in lexical_rank:
             score += LEXICAL_WEIGHT / (RRF_K + lexical_rank[memory.id])
@@ -125,7 +125,7 @@ def rank(
             score += VECTOR_WEIGHT / (RRF_K + lexical_rank[memory.id])
         memory.why = Why(
             terms=terms,
-            identifier=any(term in wanted for term in terms),
+            identifier=asked.names(terms),
             similarity=round(similarity[memory.id], 4) if memory.id in similarity else None,
             margin=round(similarity[memory.id] - baseline, 4) if memory.id in similarity else None,
             score=round(score, 6),

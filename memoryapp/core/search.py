@@ -351,7 +351,7 @@ def _tsquery_text(query: str, words: list[str], mode: str) -> str:
     its parts (the names hold only \\w, `.`, `-` and `/`, none of them tsquery syntax)."""
     if mode == PHRASE:
         return " ".join(words)
-    function, joiner = _TSQUERY[mode]
+    joiner = _TSQUERY[mode][1]
     paths = [i for i in sorted(relevance.identifiers(query)) if "/" in i or "." in i]
     if not paths:
         return joiner.join(words)
@@ -366,7 +366,7 @@ def _tsquery_text(query: str, words: list[str], mode: str) -> str:
 
 
 def _postgres(agent: Agent, tsquery: str, mode: str, filters: _Filters) -> list[_Part]:
-    function, _joiner = _TSQUERY[mode]
+    function = _TSQUERY[mode][0]
     query_from = f"{function}('english'::regconfig, %s) q"
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=12, MaxFragments=2"
     snippet_params = [options] if filters.snippets else []  # ts_headline's, when written

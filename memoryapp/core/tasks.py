@@ -37,7 +37,4 @@ def cleanup_expired(run_id: int | None = None, dry_run: bool = False) -> int | N
 @shared_task(autoretry_for=(DatabaseError,), retry_backoff=5, retry_jitter=True, max_retries=3)
 def embed_pending() -> int:
     """Embed what is missing or out of date (memoryapp.core.embeddings), to the end."""
-    done = 0
-    while batch := embeddings.embed_pending(limit=embeddings.BATCH * 4):
-        done += batch
-    return done
+    return embeddings.embed_pending()

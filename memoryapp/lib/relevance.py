@@ -2,17 +2,19 @@
 
 Search and recall drop stop words ("the", "I", "we", "can", ...) before matching: a
 query of stop words alone matches nothing, and a stop word is never highlighted as a
-match. `matched_terms` says which of a query's content words a text holds (a word
-matches its plural and its -ing/-ed forms, as a stemmer would); `bears_on` is the floor
-a memory must clear to be put in an agent's context without being asked for: some of the
-query's content words (two, or three for the long hint a session makes), or one
-identifier (a word with `_`, a digit, or a path or dotted name such as `src/app.py`),
-since an identifier names one thing.
+match. A `Query`, read once, says which of its content words and identifiers a text
+holds (`matched`: a word matches its plural and its -ing/-ed forms, as a stemmer would),
+and whether what a text holds clears the floor a memory must clear to be put in an
+agent's context without being asked for (`clears`): some of the query's content words
+(two, or three for the long hint a session makes), or one identifier (a word with `_`,
+a digit, or a path or dotted name such as `src/app.py`), since an identifier names one
+thing.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # English function words and the fillers of questions and tasks ("how do I", "please").
 STOPWORDS = frozenset(
@@ -34,10 +36,6 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 # An identifier: a path or dotted name, or a word joined by `_`, or one holding a digit.
 _IDENTIFIER = re.compile(r"[\w.\-]*[/.][\w.\-/]*\w|\w*_\w+|\w*\d\w*", re.UNICODE)
-
-
-def is_stopword(word: str) -> bool:
-    return word.casefold() in STOPWORDS
 
 
 def content_words(words: list[str]) -> list[str]:
@@ -80,21 +78,34 @@ def query_terms(query: str) -> list[str]:
     return seen
 
 
-def matched_terms(query: str, text: str) -> list[str]:
-    """The query's content words and identifiers that `text` holds, in the query's order."""
-    stems = {_stem(w) for w in _WORD.findall(text.casefold())}
-    matched = [w for w in query_terms(query) if _stem(w) in stems]
-    text_folded = text.casefold()
-    for identifier in sorted(identifiers(query)):
-        if identifier in text_folded and identifier not in matched:
-            matched.append(identifier)
-    return matched
+@dataclass(frozen=True)
+class Query:
+    """A query's content words and identifiers, read once for the many texts it is
+    matched with."""
 
+    terms: tuple[str, ...]
+    identifiers: frozenset[str]
 
-def bears_on(query: str, text: str, words: int = 2) -> bool:
-    """Whether `text` clears the floor for `query`: `words` of its content words (two
-    unless asked: a long query shares two words with much that it does not bear on), or
-    one of its identifiers."""
-    matched = matched_terms(query, text)
-    wanted = identifiers(query)
-    return len(matched) >= words or any(m in wanted for m in matched)
+    @classmethod
+    def of(cls, query: str) -> Query:
+        return cls(tuple(query_terms(query)), frozenset(identifiers(query)))
+
+    def matched(self, text: str) -> list[str]:
+        """The content words and identifiers that `text` holds, in the query's order."""
+        stems = {_stem(w) for w in _WORD.findall(text.casefold())}
+        matched = [w for w in self.terms if _stem(w) in stems]
+        text_folded = text.casefold()
+        for identifier in sorted(self.identifiers):
+            if identifier in text_folded and identifier not in matched:
+                matched.append(identifier)
+        return matched
+
+    def names(self, matched: list[str]) -> bool:
+        """Whether `matched` (of `self.matched`) holds one of the query's identifiers."""
+        return any(m in self.identifiers for m in matched)
+
+    def clears(self, matched: list[str], words: int = 2) -> bool:
+        """Whether a text holding `matched` clears the floor: `words` of the content
+        words (two unless asked: a long query shares two words with much that it does
+        not bear on), or one of the identifiers."""
+        return len(matched) >= words or self.names(matched)
