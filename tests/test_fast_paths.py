@@ -957,7 +957,12 @@ def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_b
     """assemble_context tries all the findings first (one exact count), and searches only
     when they do not fit: either way, the newest findings that fit, and the next one
     would not have."""
-    from memoryapp.core.context import _finding_items, assemble_context, findings_for_prompt
+    from memoryapp.core.context import (
+        _finding_items,
+        assemble_context,
+        findings_for_prompt,
+        read_findings,
+    )
     from memoryapp.core.models import Finding
     from memoryapp.lib import prompt as fmt
     from memoryapp.lib import tokens
@@ -970,11 +975,12 @@ def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_b
                                fact=f"{n} matches of symbol_{n} in src/module_{n}.py")  # fmt: skip
     context = assemble_context(session, record_access=False)
     kept = len(context["findings"])
-    ordered = findings_for_prompt(session, 100)
+    found = findings_for_prompt(session, read_findings(session, 100), [])
+    ordered = found.findings
     encoding = tokens.get_encoding(agent.encoding)
 
     def cost(count):
-        text = fmt.findings_section(_finding_items(ordered[:count], set()))
+        text = fmt.findings_section(_finding_items(ordered[:count], found))
         return tokens.count_text(encoding, text + "\n\n") if text else 0
 
     room = context["budget"]["working"] - context["token_counts"]["working"] + cost(kept)

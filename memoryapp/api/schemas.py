@@ -390,6 +390,10 @@ class CutOut(Output):
     message_tokens: int
     working_items: int
     findings: int
+    folded_findings: int = Field(
+        description="findings left out because a later one stands for them (the latest "
+        "todo list, the latest run of a command, one line per edited file)"
+    )
     memories: int
 
 

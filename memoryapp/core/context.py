@@ -2,8 +2,10 @@
 
 The token budget is split by memoryapp.lib.budget. Sections are filled by priority, each
 a prefix of its priority order, so truncation always drops the least important first:
-- working: working-context items by confidence (then recency), then findings newest
-  first, in the working share (findings are execution memory: working memory);
+- working: working-context items by confidence (then recency), then findings by
+  usefulness (memoryapp.lib.usefulness: the latest todo list, the latest run of a command
+  and one line per edited file; what bears on the active files first, bookkeeping last),
+  in the working share (findings are execution memory: working memory);
 - long-term: the active memories that bear on the task, best first by recall's fused
   ranking of words and meaning (memoryapp.core.recall), in the long-term share: with a
   `query_hint`, its 10 best; without one, a hint is derived from the session (its goal,
@@ -40,10 +42,10 @@ from memoryapp.core.models import (
     Subtask,
     ToolCall,
 )
-from memoryapp.core.shapes import Context, FindingShape, RecalledMemory
+from memoryapp.core.shapes import Context, Cut, FindingShape, RecalledMemory
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
-from memoryapp.lib import relevance, tokens
+from memoryapp.lib import relevance, tokens, usefulness
 from memoryapp.lib.budget import allocate_budget, effective_budget
 from memoryapp.lib.extraction import kinds
 from memoryapp.lib.extraction.context import relative
@@ -236,17 +238,30 @@ FINDING_PROVENANCE = ("turn__iteration", "message__seq", "tool_call__call_id")
 
 
 def findings_for_prompt(
-    session: Session, limit: int, newest: list[Finding] | None = None
-) -> list[Finding]:
-    """Newest first, bookkeeping (todo lists, trackers) after every real finding, so it
-    never crowds them out of the budget. `newest`: the session's findings already read
-    newest first (by updated_at, then id) with FINDING_PROVENANCE, instead of reading them."""
-    if newest is None:
-        newest = read_findings(session, limit)
-    kept = newest[:limit]
-    return [f for f in kept if f.kind != kinds.BOOKKEEPING] + [
-        f for f in kept if f.kind == kinds.BOOKKEEPING
+    session: Session, newest: list[Finding], active_files: list[str]
+) -> PromptFindings:
+    """`newest` (the session's findings newest first, by updated_at then id, with
+    FINDING_PROVENANCE) folded and ordered by usefulness for the prompt."""
+    stale = Finding.stale_among(session, newest)
+    candidates = [
+        usefulness.Candidate(f.kind, f.tool, f.query, f.fact, f.file_path, f.success, f.id in stale)
+        for f in newest
     ]
+    picks = usefulness.by_usefulness(candidates, active_files)
+    return PromptFindings(
+        [newest[p.index] for p in picks],
+        {newest[p.index].id: p.earlier for p in picks},
+        stale,
+        len(newest) - len(picks),
+    )
+
+
+@dataclass
+class PromptFindings:
+    findings: list[Finding]  # in the prompt's order
+    earlier: dict[int, int]  # by id: how many earlier findings each stands for
+    stale: set[int]  # ids of reads of files changed since
+    folded: int  # how many findings a later one stands for
 
 
 def read_findings(
@@ -321,7 +336,7 @@ def assemble_context(
     )
     system_text, system_tokens = _fit_system(
         encoding,
-        fmt.state_section(_session_state(session, working.all_items)),
+        fmt.state_section(working.state),
         summary,
         budget.system,
     )
@@ -339,20 +354,28 @@ def assemble_context(
             for i in working.items.kept
         ],
         "long_term_memories": [memory_dict(m) for m in memories.kept],
-        "findings": [finding_dict(f, f.id in working.stale) for f in working.kept_findings],
+        "findings": [
+            finding_dict(f, f.id in working.findings.stale) for f in working.kept_findings
+        ],
         "summary": summary,
         "token_counts": counts,
         "budget": {**effective.as_dict(), "conversation_base": budget.conversation},
-        "cut": {
-            "messages": history["pruned_count"] + len(history["messages"]) - len(conversation),
-            "message_tokens": history["pruned_tokens"],
-            "working_items": working.items.dropped,
-            "findings": len(working.findings) - len(working.kept_findings),
-            "memories": memories.dropped,
-        },
+        "cut": _cut(history, conversation, working, memories),
         "prompt": fmt.join_sections(
             [system_text, working.items.text, working.findings_text, memories.text]
         ),
+    }
+
+
+def _cut(history: dict[str, Any], conversation: list, working: Working, memories: Fitted) -> Cut:
+    """What was left out: to fit the budget, by the limits, or folded into a later finding."""
+    return {
+        "messages": history["pruned_count"] + len(history["messages"]) - len(conversation),
+        "message_tokens": history["pruned_tokens"],
+        "working_items": working.items.dropped,
+        "findings": len(working.findings.findings) - len(working.kept_findings),
+        "folded_findings": working.findings.folded,
+        "memories": memories.dropped,
     }
 
 
@@ -361,9 +384,9 @@ class Working:
     """The working section: context items, then findings, within the working share."""
 
     all_items: list[ContextItem]  # the candidates (the session state reads them too)
+    state: fmt.SessionState
     items: Fitted
-    findings: list[Finding]  # the candidates, in the prompt's order
-    stale: set[int]
+    findings: PromptFindings  # the candidates
     kept_findings: list[Finding]
     findings_text: str
     findings_tokens: int
@@ -372,7 +395,7 @@ class Working:
 def _working(
     session: Session, encoding, budget: int, newest_findings: list[Finding] | None
 ) -> Working:
-    """Context items by confidence (then recency), then findings newest first, in what
+    """Context items by confidence (then recency), then findings by usefulness, in what
     the items left of `budget`."""
     items = list(
         ContextItem.objects.filter(session=session).order_by("-confidence", "-updated_at", "-id")[
@@ -386,10 +409,12 @@ def _working(
         lambda i: fmt.working_line(fmt.WorkingItem(i.key, i.value, i.confidence)),
         budget,
     )
-    findings = findings_for_prompt(session, MAX_FINDINGS, newest_findings)
-    stale = Finding.stale_among(session, findings)
-    kept, text, cost = _fit_findings(encoding, findings, stale, budget - fitted.tokens)
-    return Working(items, fitted, findings, stale, findings[:kept], text, cost)
+    state = _session_state(session, items)
+    if newest_findings is None:
+        newest_findings = read_findings(session, MAX_FINDINGS)
+    found = findings_for_prompt(session, newest_findings[:MAX_FINDINGS], state.active_files)
+    kept, text, cost = _fit_findings(encoding, found, budget - fitted.tokens)
+    return Working(items, state, fitted, found, found.findings[:kept], text, cost)
 
 
 def _long_term(session: Session, encoding, query_hint: str, budget: int) -> Fitted:
@@ -418,15 +443,14 @@ def _budget(agent, token_budget: int | None):
     )
 
 
-def _fit_findings(
-    encoding, findings: list[Finding], stale: set[int], room: int
-) -> tuple[int, str, int]:
-    """The longest newest-first prefix of `findings` whose section fits `room` tokens:
-    (its length, its text, its tokens). All of them, most often (one exact count); else,
-    as its cost only grows with its length, a binary search of a few exact counts."""
+def _fit_findings(encoding, found: PromptFindings, room: int) -> tuple[int, str, int]:
+    """The longest prefix of the findings (in the prompt's order) whose section fits `room`
+    tokens: (its length, its text, its tokens). All of them, most often (one exact count);
+    else, as its cost only grows with its length, a binary search of a few exact counts."""
+    findings = found.findings
 
     def section(count: int) -> tuple[str, int]:
-        text = fmt.findings_section(_finding_items(findings[:count], stale))
+        text = fmt.findings_section(_finding_items(findings[:count], found))
         return text, tokens.count_text(encoding, text + "\n\n") if text else 0
 
     low = len(findings)
@@ -493,8 +517,17 @@ def _record_access(kept: list[Memory]) -> None:
     )
 
 
-def _finding_items(findings: list[Finding], stale: set[int]) -> list[fmt.FindingItem]:
+def _finding_items(findings: list[Finding], found: PromptFindings) -> list[fmt.FindingItem]:
     return [
-        fmt.FindingItem(f.tool, f.query, f.fact, f.file_path, f.success, f.kind, f.id in stale)
+        fmt.FindingItem(
+            f.tool,
+            f.query,
+            f.fact,
+            f.file_path,
+            f.success,
+            f.kind,
+            f.id in found.stale,
+            found.earlier.get(f.id, 0),
+        )
         for f in findings
     ]

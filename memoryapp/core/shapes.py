@@ -146,6 +146,7 @@ class Cut(TypedDict):
     message_tokens: int
     working_items: int
     findings: int
+    folded_findings: int
     memories: int
 
 

@@ -84,6 +84,7 @@ class FindingItem:
     success: bool = True
     kind: str = kinds.OTHER
     stale: bool = False
+    earlier: int = 0  # earlier findings this one stands for (memoryapp.lib.usefulness)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def finding_line(item: FindingItem) -> str:
         notes += " (failed)"
     if item.stale:
         notes += " (edited since; read it again)"
+    if item.earlier:
+        notes += _folded_note(item.kind, item.earlier)
     fact = escape_markdown(item.fact)
     if item.kind == kinds.READ:
         subject = item.file_path or item.query
@@ -136,6 +139,16 @@ def finding_line(item: FindingItem) -> str:
         return f"- {escape_markdown(item.query)}: {fact}{notes}"
     query = f" ({escape_markdown(item.query)})" if item.query else ""
     return f"- {escape_markdown(item.tool)}{query}: {fact}{notes}"
+
+
+def _folded_note(kind: str, earlier: int) -> str:
+    if kind == kinds.EDIT:
+        return f" (after {earlier} earlier edit{'s' if earlier > 1 else ''})"
+    if kind == kinds.SHELL:
+        return f" (the latest of {earlier + 1} runs)"
+    if kind == kinds.BOOKKEEPING:
+        return f" (the latest of {earlier + 1} updates)"
+    return f" ({earlier + 1} times)"
 
 
 GOAL_CHARS = 400
