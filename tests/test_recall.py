@@ -111,8 +111,13 @@ def test_each_vector_records_its_embedder_and_an_edit_or_a_new_embedder_re_embed
     assert len(stored.vector) == 2 * 384 and stored.agent_id == agent.id
     before = bytes(stored.vector)
     revised = memory.revise(actor="test", content="The payments team owns invoices")
-    assert revised.id != memory.id  # new content: a new memory, embedded anew, and the
-    assert embeddings.embed_pending() == 2  # old one's row changed (superseded) too
+    assert revised.id != memory.id  # new content: a new memory, embedded anew; the old
+    assert embeddings.embed_pending() == 1  # one's row changed (superseded), not its text
+    memory.refresh_from_db()
+    old = Embedding.objects.get(memory=memory)
+    assert bytes(old.vector) == before and old.source_updated_at == memory.updated_at
+    Memory.objects.get(pk=revised.pk).save()  # a confidence, a status: the text is the same
+    assert embeddings.embed_pending() == 0 and embeddings.progress(agent).done
     Memory.objects.filter(pk=revised.pk).update(content="The payments team owns refunds")
     Memory.objects.get(pk=revised.pk).save()  # updated_at moves: out of date
     assert embeddings.embed_pending() == 1

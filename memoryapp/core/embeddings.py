@@ -5,7 +5,8 @@ missing or out of date (always off the request path), and the nearest vectors to
 OpenAI-compatible endpoint: `MEMORYAPP_EMBEDDING_URL`, `_MODEL`, `_API_KEY`) or `off`
 (recall is lexical only). A vector is current while it was made by the configured
 embedder from the row as it is now (`Embedding.source_updated_at`); `embed_pending` makes
-the vectors that are not, newest rows first, so changing the embedder re-embeds
+the vectors that are not (a row whose text is the one embedded, `Embedding.text_digest`,
+only has its vector marked current), newest rows first, so changing the embedder re-embeds
 everything in the background while recall uses the vectors already made by the new one.
 
 Who runs `embed_pending`: after a memory or finding is written (a `post_save` receiver,
@@ -16,6 +17,7 @@ minute too, and `manage.py embed` runs it to the end.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -88,7 +90,8 @@ def finding_text(finding: Finding) -> str:
 
 def embed_pending(limit: int | None = None, agent: Agent | None = None) -> int:
     """Embed memories, then findings of live sessions, whose vector is missing or out of
-    date, BATCH at a time, newest first; at most `limit` rows. Answers how many."""
+    date, BATCH at a time, newest first; at most `limit` rows. Answers how many were
+    embedded (a row whose text did not change is marked current and not counted)."""
     embedder = current()
     if embedder is None:
         return 0
@@ -103,17 +106,37 @@ def embed_pending(limit: int | None = None, agent: Agent | None = None) -> int:
             elif agent is not None:
                 rows = rows.filter(agent=agent)
             size = BATCH if limit is None else min(BATCH, limit - done)
-            batch = list(rows.order_by("-id")[:size])
+            batch = list(rows.select_related("embedding").order_by("-id")[:size])
             if not batch:
                 break
-            matrix = embedder.passages([text_of(row) for row in batch])
-            for row, vector in zip(batch, matrix, strict=True):
-                _store(embedder, row, vector)
-            done += len(batch)
+            changed = [row for row in batch if not _same_text(embedder, row, text_of(row))]
+            if changed:
+                matrix = embedder.passages([text_of(row) for row in changed])
+                for row, vector in zip(changed, matrix, strict=True):
+                    _store(embedder, row, vector, text_digest(text_of(row)))
+            done += len(changed)
     return done
 
 
-def _store(embedder, row, vector) -> None:
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _same_text(embedder, row, text: str) -> bool:
+    """Whether `row`'s vector was made by `embedder` from this very text (the row changed
+    otherwise: a status, a confidence); if so it is marked current again, not embedded."""
+    stored = getattr(row, "embedding", None)
+    if (
+        stored is None
+        or stored.embedder != embedder.name
+        or stored.text_digest != text_digest(text)
+    ):
+        return False
+    Embedding.objects.filter(pk=stored.pk).update(source_updated_at=row.updated_at)
+    return True
+
+
+def _store(embedder, row, vector, digest: str) -> None:
     target = {"memory": row} if isinstance(row, Memory) else {"finding": row}
     agent_id = row.agent_id if isinstance(row, Memory) else row.session.agent_id
     try:
@@ -126,6 +149,7 @@ def _store(embedder, row, vector) -> None:
                     "dim": len(vector),
                     "vector": vectors.to_bytes(vector),
                     "source_updated_at": row.updated_at,
+                    "text_digest": digest,
                     "embedded_at": timezone.now(),
                 },
             )

@@ -1475,7 +1475,8 @@ class Embedding(models.Model):
     """The vector of one memory or finding (memoryapp.core.embeddings writes them, off
     the request path). It records its embedder and dimension, and the `updated_at` of
     the row it was made from: a vector is current while the embedder is the configured
-    one and the row has not changed since; otherwise it is re-embedded."""
+    one and the row has not changed since; otherwise it is re-embedded, unless its text is
+    what was embedded."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     memory = models.OneToOneField(
@@ -1488,6 +1489,9 @@ class Embedding(models.Model):
     dim = models.PositiveIntegerField()
     vector = models.BinaryField()  # float16, little-endian (memoryapp.lib.embedding)
     source_updated_at = models.DateTimeField()
+    # sha256 of the text embedded: a row that changed but not in its text (a memory's
+    # status or confidence) keeps its vector (memoryapp.core.embeddings.text_digest).
+    text_digest = models.CharField(max_length=64, default="")
     embedded_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
