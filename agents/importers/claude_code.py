@@ -22,6 +22,7 @@ own session, `<main key>:agent-<id>`, with `parent_session` in its metadata.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "N
 # User text that Claude Code writes itself (slash commands, hooks, interruptions): never a goal.
 NOT_A_PROMPT = (
     "<command-",
+    "<task-notification>",
     "<local-command-",
     "<system-reminder>",
     "<user-prompt-submit-hook>",
@@ -76,6 +78,11 @@ NOT_A_PROMPT = (
     "Caveat: ",
     "[Request interrupted",
 )
+# An output too large for the transcript: Claude Code saved it to a file and shows a preview.
+PERSISTED_PATH = re.compile(
+    r"<persisted-output>\s*[^\n]*?(?:Full output saved to|Output has been saved to):?\s*([^\n]+)"
+)
+MAX_PERSISTED_CHARS = 64 * 1024
 METADATA_FIELDS = ("sessionId", "cwd", "gitBranch", "version", "slug", "agentId")
 MAX_FILENAMES = 50
 MAX_SEARCH_RESULTS = 10
@@ -202,6 +209,15 @@ def _generic(result: dict[str, Any]) -> dict[str, Any]:
     return scalars(result, skip=bulky)
 
 
+def _task_output(result: dict[str, Any]) -> dict[str, Any]:
+    # TaskOutput: the background task's description and status (its output is sent beside).
+    task = result.get("task") if isinstance(result.get("task"), dict) else {}
+    return {
+        "retrieval_status": result.get("retrieval_status"),
+        "task": scalars(task, skip=("output",)),
+    }
+
+
 REDUCERS = {
     "Read": _read,
     "NotebookRead": _read,
@@ -219,6 +235,7 @@ REDUCERS = {
     "WebFetch": _web_fetch,
     "WebSearch": _web_search,
     "TodoWrite": _todos,
+    "TaskOutput": _task_output,
 }
 
 
@@ -451,7 +468,9 @@ class Conversation:
                 continue
             # A line's toolUseResult describes its result; with several, it is ambiguous.
             details = tool_details(record["tool"], structured) if len(results) == 1 else None
-            self.builder.set_result(record, output, not block.get("is_error"), details)
+            # The conversation keeps what the model saw; extraction reads the whole output.
+            full = persisted_in_full(output)
+            self.builder.set_result(record, full, not block.get("is_error"), details)
             self.builder.add_input({"role": "tool", "tool_call_id": call_id, "content": output})
             agent_id = (details or {}).get("agentId")
             if isinstance(agent_id, str):
@@ -463,6 +482,28 @@ class Conversation:
         meta = event.get("isMeta") or event.get("isCompactSummary")
         if self.goal is None and not meta and not results and _is_prompt(text):
             self.goal = text
+
+
+def persisted_in_full(output: str) -> str:
+    """An output Claude Code saved to a file, read where the transcript points (its start
+    and end when long); the transcript's preview as it is when the file is not there (the
+    server's extraction then says that only a preview was seen)."""
+    match = PERSISTED_PATH.search(output)
+    if match is None:
+        return output
+    half = MAX_PERSISTED_CHARS // 2
+    try:
+        with Path(match.group(1).strip()).open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(0)
+            if size <= MAX_PERSISTED_CHARS:
+                return file.read().decode("utf-8", "replace")
+            head = file.read(half)
+            file.seek(size - half)
+            tail = file.read()
+    except (OSError, ValueError):
+        return output
+    return f"{head.decode('utf-8', 'replace')}\n[…]\n{tail.decode('utf-8', 'replace')}"
 
 
 # --- files and sessions --------------------------------------------------------------------

@@ -196,7 +196,7 @@ _ACKS = {
 _META_PROMPT = re.compile(
     r"^\s*(?:Stop hook feedback|<local-command-|Caveat:|\[Request interrupted|<system-reminder>"
     r"|This session is being continued|Base directory for this skill|<bash-(?:input|stdout)"
-    r"|<user-prompt-submit-hook>|PreToolUse|PostToolUse|API Error)",
+    r"|<user-prompt-submit-hook>|<task-notification>|PreToolUse|PostToolUse|API Error)",
     re.IGNORECASE,
 )
 _COMMAND_NAME = re.compile(r"<command-name>\s*(/?[\w:.\-]+)\s*</command-name>")

@@ -52,7 +52,8 @@ TOOL_KINDS: dict[str, str] = {
     "bash": SHELL, "shell": SHELL, "sh": SHELL, "terminal": SHELL, "execute_bash": SHELL,
     "run": SHELL, "run_command": SHELL, "cmd": SHELL, "python": SHELL, "python3": SHELL,
     "execute_command": SHELL, "run_terminal_cmd": SHELL, "exec_command": SHELL,
-    "run_shell_command": SHELL, "bashoutput": SHELL, "execute_ipython_cell": SHELL,
+    "run_shell_command": SHELL, "bashoutput": SHELL, "taskoutput": SHELL,
+    "execute_ipython_cell": SHELL,
     "container.exec": SHELL, "local_shell": SHELL,
     # edits and writes
     "edit": EDIT, "multiedit": EDIT, "write": EDIT, "create": EDIT, "insert": EDIT,

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 from memoryapp.lib.extraction import kinds, search
 from memoryapp.lib.extraction.base import Fact, ToolCallData
-from memoryapp.lib.extraction.text import last_lines, one_line, plural, tail_line
+from memoryapp.lib.extraction.text import (
+    TaskOutput,
+    last_lines,
+    one_line,
+    plural,
+    tail_line,
+    task_output,
+)
 
 COMMAND_LIMIT = 120
 TAIL_LIMIT = 200
@@ -429,6 +436,8 @@ _TIMED_OUT = re.compile(r"Command timed out|timed out after|\[Command timed out"
 
 
 def exit_status(call: ToolCallData) -> int | None:
+    if envelope := task_output(call.output):
+        return envelope.exit_code
     for name in ("exit_code", "exitCode", "returnCode", "return_code", "exit_status"):
         value = call.detail(name)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -653,8 +662,25 @@ def extract(call: ToolCallData) -> Fact:
         body = "; ".join(s.describe() for s in summaries[:2])
     else:
         body = _output_body(program, status, words, text)
+    if envelope := task_output(call.output):  # TaskOutput: a background command's result
+        return _background_result(call, envelope, ok, status_text, body, details)
     fact = f"`{one_line(kinds.compact_command(command), COMMAND_LIMIT)}` {status_text}: {body}"
     return Fact(fact, ok, call.file_path, details)
+
+
+def _background_result(
+    call: ToolCallData, envelope: TaskOutput, ok: bool, status_text: str, body: str, details: dict
+) -> Fact:
+    """A background command's result (TaskOutput), named by its description when the
+    details carry it; a task still running is said so, not taken for a result."""
+    name = call.detail("task.description", "description") or call.detail("task.task_id", "task_id")
+    if not name and (args := call.args):
+        name = args.get("task_id") or args.get("bash_id") or ""
+    label = f"background task {one_line(str(name), COMMAND_LIMIT)}".rstrip()
+    if envelope.status in ("running", "pending") or envelope.retrieval == "timeout":
+        tail = f": {body}" if envelope.output.strip() else ""
+        return Fact(f"{label} still running{tail}", True, call.file_path, details)
+    return Fact(f"{label} {status_text}: {body}", ok, call.file_path, details)
 
 
 def _outcome(

@@ -1,5 +1,7 @@
 """Cleaning tool output before anything reads it: the wrappers agent frameworks put around
-it (Claude Code's `<system-reminder>` blocks and `<tool_use_error>` tags, SWE-agent's
+it (Claude Code's `<system-reminder>` blocks, `<tool_use_error>` tags, the
+`<persisted-output>` preview of an output it saved to a file and TaskOutput's
+`<retrieval_status>` envelope, SWE-agent's
 `(Open file: …)` footer, OpenHands' `[The command completed with exit code 0.]` lines,
 terminal colour codes), line-number prefixes (`     1→` from Claude Code, `     1\\t` from
 `cat -n`, `12:` from SWE-agent's window), and cutting text to one bounded line."""
@@ -12,6 +14,18 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")
+# Claude Code saves an output too large for the transcript to a file and shows a preview.
+_PERSISTED = re.compile(
+    r"<persisted-output>\s*(?:Output too large \((?P<size>[^)]*)\)\.\s*)?"
+    r"(?:Full output saved to|Output has been saved to):?\s*(?P<path>[^\n]+?)\s*\n"
+    r"(?:\s*Preview[^\n]*:\n)?(?P<preview>.*?)(?:</persisted-output>|\Z)",
+    re.DOTALL,
+)
+# TaskOutput (a background command's result): tags around the command's own output.
+_TASK_TAG = re.compile(
+    r"<(retrieval_status|task_id|task_type|status|exit_code)>(.*?)</\1>", re.DOTALL
+)
+_TASK_OUTPUT = re.compile(r"<output>\n?(.*?)(?:</output>|\Z)", re.DOTALL)
 _SWE_FOOTER = re.compile(
     r"\n?\((?:Open file|Current directory|Interactive session):[^\n]*\)[ \t]*|\n?bash-\$\s*$"
 )
@@ -33,9 +47,57 @@ _NUMBERED = (
 )
 
 
+@dataclass(frozen=True)
+class Persisted:
+    """An output Claude Code saved to a file, of which the transcript holds a preview."""
+
+    path: str
+    size: str
+    preview: str
+
+
+def persisted_output(output: str) -> Persisted | None:
+    if "<persisted-output>" not in output or not (match := _PERSISTED.search(output)):
+        return None
+    return Persisted(match["path"].strip(), (match["size"] or "").strip(), match["preview"])
+
+
+def _unpersisted(match: re.Match) -> str:
+    size = f" of {match['size'].strip()}" if match["size"] else ""
+    return f"{match['preview'].rstrip()}\n[only a preview{size} was seen; the rest is in a file]"
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """TaskOutput's answer: how the retrieval went, the task's status, exit code, output."""
+
+    retrieval: str
+    status: str
+    exit_code: int | None
+    output: str
+
+
+def task_output(output: str) -> TaskOutput | None:
+    head = output.lstrip()
+    if not head.startswith("<retrieval_status>"):
+        return None
+    tags = {name: value.strip() for name, value in _TASK_TAG.findall(head)}
+    body = _TASK_OUTPUT.search(head)
+    code = tags.get("exit_code", "")
+    return TaskOutput(
+        tags.get("retrieval_status", ""),
+        tags.get("status", ""),
+        int(code) if re.fullmatch(r"-?\d{1,9}", code) else None,
+        body.group(1).rstrip() if body else "",
+    )
+
+
 def strip_wrappers(output: str) -> str:
     """The output without framework wrappers and colour codes."""
     text = _ANSI.sub("", output)
+    if envelope := task_output(text):
+        text = envelope.output
+    text = _PERSISTED.sub(_unpersisted, text)
     text = _REMINDER.sub("", text)
     text = _TOOL_ERROR_TAG.sub("", text)
     text = _SWE_FOOTER.sub("\n", text)
