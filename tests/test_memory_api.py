@@ -179,8 +179,35 @@ def test_check_answers_whether_already_known(api, tool, query, known):
 def test_check_on_a_session_that_does_not_exist_yet_is_not_known(api):
     response = api.get(BASE + "/sessions/new-one/findings/check", {"tool": "Read", "query": "a"})
     assert response.status_code == 200
-    assert response.json() == {"known": False, "stale": False, "finding": None}
+    assert response.json() == {"known": False, "stale": False, "finding": None, "related": []}
     assert not Session.objects.exists()
+
+
+def test_check_names_related_findings_with_why_and_keeps_known_exact(api):
+    """The design's example: `fs:search "VectorStore interface"` after `fs:search
+    "VectorStore"` is not known, and names the first search."""
+    api.put(BASE + "/sessions/s1", {})
+    url, check = BASE + "/sessions/s1/findings", BASE + "/sessions/s1/findings/check"
+    api.post(url, {"tool": "fs:search", "query": "VectorStore", "fact": "Found 3 files"})
+    api.post(url, {"tool": "Read", "query": '{"file_path": "/p/src/store.ts", "offset": 1, '
+                   '"limit": 50}', "fact": "lines 1–50 of 300"})  # fmt: skip
+    api.post(url, {"tool": "fs:search", "query": "payment webhook", "fact": "Found 1 file"})
+    body = api.get(check, {"tool": "fs:search", "query": '"VectorStore interface"'}).json()
+    assert body["known"] is False and body["finding"] is None
+    assert [(r["finding"]["fact"], r["why"]) for r in body["related"]] == [
+        ("Found 3 files", "an earlier search for VectorStore, which this one's pattern contains")
+    ]
+    read = api.get(check, {"tool": "Read", "query": '{"file_path": "/p/src/store.ts", '
+                           '"offset": 200, "limit": 50}'}).json()  # fmt: skip
+    assert read["known"] is False
+    assert [r["why"] for r in read["related"]] == [
+        "the same file, read as /p/src/store.ts (offset 1, limit 50)"
+    ]
+    # The same call exactly: known, and not related to itself.
+    same = api.get(check, {"tool": "fs:search", "query": "VectorStore"}).json()
+    assert same["known"] is True and same["related"] == []
+    unrelated = api.get(check, {"tool": "fs:search", "query": "LoginForm"}).json()
+    assert unrelated == {"known": False, "stale": False, "finding": None, "related": []}
 
 
 def test_a_read_of_a_file_edited_since_is_stale_not_known(api):

@@ -121,3 +121,21 @@ def test_the_context_folds_findings_and_a_tight_budget_cuts_what_says_least(agen
     assert live.split(": ", 1)[1] in tight["prompt"]
     assert "config/c0.exs" not in tight["prompt"]
     assert tight["cut"]["findings"] > 0
+
+
+def test_related_names_a_narrower_or_wider_search_the_same_file_and_a_similar_query():
+    from memoryapp.lib.related import Call, related
+
+    earlier = [
+        Call(kinds.SEARCH, "VectorStore interface"),
+        Call(kinds.READ, "/r/a.py (offset 1, limit 9)", "/r/a.py"),
+        Call(kinds.SEARCH, "LoginForm"),
+        Call(kinds.WEB_SEARCH, "django psycopg pool settings"),
+    ]
+    assert [(r.index, r.why) for r in related(Call(kinds.SEARCH, "VectorStore"), earlier)] == [
+        (0, "an earlier search for VectorStore interface, which contains this one's pattern")
+    ]
+    assert [r.index for r in related(Call(kinds.READ, "/r/a.py", "/r/a.py"), earlier)] == [1]
+    similar = related(Call(kinds.WEB_SEARCH, "psycopg pool in django"), earlier)
+    assert [(r.index, r.why) for r in similar] == [(3, "a similar query: psycopg, pool, django")]
+    assert related(Call(kinds.SEARCH, "payments"), earlier) == []

@@ -72,10 +72,12 @@ def _check(request: HttpRequest, key: str, tool: str, query: str) -> dict:
     session = live_session(request, key, missing_ok=True)  # none yet: nothing is known
     finding = Finding.known(session, tool, query) if session is not None else None
     stale = finding.is_stale() if finding is not None else False
+    related = Finding.related_to(session, tool, query) if session is not None else []
     return {
         "known": finding is not None and not stale,
         "stale": stale,
         "finding": finding_dict(finding, stale) if finding else None,
+        "related": [{"finding": finding_dict(f), "why": why} for f, why in related],
     }
 
 
@@ -87,9 +89,11 @@ def check_finding(
     query: str = Query("", max_length=MAX_FACT_CHARS),
 ):
     """Is this already known? Lets an agent skip a redundant tool call. `query` is the
-    call's text or its JSON arguments. A read of a file edited since is `stale`, not
-    known; a session that does not exist yet knows nothing (200, not 404). For arguments
-    too long for a URL, POST the same question."""
+    call's text or its JSON arguments. `known` only for the same call exactly; `related`
+    names earlier findings that cover it (a search this one narrows, the same file at
+    another range, a similar query), each with why. A read of a file edited since is
+    `stale`, not known; a session that does not exist yet knows nothing (200, not 404).
+    For arguments too long for a URL, POST the same question."""
     return _check(request, key, tool, query)
 
 

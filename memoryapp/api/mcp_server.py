@@ -175,9 +175,13 @@ def _add_session_tools(
         finding = answer["finding"]
         if answer["known"]:
             return f"Known: {finding['fact']} (finding {finding['id']}); no need to call {tool}."
+        related = "".join(
+            f"\nRelated: {r['finding']['fact']} ({r['why']}; finding {r['finding']['id']})"
+            for r in answer.get("related", [])
+        )
         if answer["stale"]:
-            return f"Stale: {finding['fact']} (the file changed since); call {tool} again."
-        return f"Not known yet: call {tool}."
+            return f"Stale: {finding['fact']} (the file changed since); call {tool} again.{related}"
+        return f"Not known yet: call {tool}.{related}"
 
     @server.tool()
     async def record_finding(

@@ -458,10 +458,19 @@ class FindingRecorded(Output):
     finding: FindingOut
 
 
+class RelatedFindingOut(Output):
+    finding: FindingOut
+    why: str
+
+
 class FindingCheckOut(Output):
     known: bool
     stale: bool
     finding: FindingOut | None
+    related: list[RelatedFindingOut] = Field(
+        description="earlier findings that cover this call without being its answer "
+        "(at most 5, newest first), each with why"
+    )
 
 
 # --- long-term memories -------------------------------------------------------------------
