@@ -134,3 +134,32 @@ def test_a_failing_command_is_an_open_problem_once_not_also_a_command_run():
     assert [line for line in lines if "reproduce_bug.py" in line][0].startswith(
         "Open problem: `reproduce_bug.py` failed:"
     )
+
+
+def test_an_equivalent_command_that_succeeds_resolves_the_failure_and_completions_are_said():
+    def did(seq, command, fact, ok=True):
+        return Did(seq, "shell", "Bash", command, f"`{command}` {fact}", ok)
+
+    state = roll(
+        None,
+        "Ship the epic",
+        [
+            did(1, "node assets/build.js", 'exit 1: Could not resolve "js/app.js"', ok=False),
+            did(2, "git add .beads/issues.jsonl", "exit 1: ignored by .gitignore", ok=False),
+            did(3, "npm run lint", "exit 1: 3 problems", ok=False),
+            did(4, "cd assets && node build.js", "ok: built app.js"),
+            did(5, "git add -f .beads/issues.jsonl", "ok: no output"),
+            did(6, "bd close app-12", "ok: Closed app-12"),
+            did(
+                7, 'git commit -m "Close the epic" && git push', "ok: [main 1a2b3c4] Close the epic"
+            ),
+        ],
+    )
+    lines = render(state)
+    problems = [line for line in lines if line.startswith("Open problem")]
+    assert problems == ["Open problem: `npm run lint` exit 1: 3 problems"]
+    assert (
+        'Committed and pushed: `git commit -m "Close the epic" && git push` ok: [main 1a2b3c4] Close the epic'
+        in lines
+    )
+    assert "Closed: `bd close app-12` ok: Closed app-12" in lines

@@ -8,7 +8,8 @@ from django.utils import timezone
 from memoryapp.core.context import assemble_context
 from memoryapp.core.models import ContextItem, Finding, Session
 from memoryapp.lib.extraction import kinds
-from memoryapp.lib.usefulness import Candidate, by_usefulness, same_command
+from memoryapp.lib.extraction.kinds import equivalent_command
+from memoryapp.lib.usefulness import Candidate, by_usefulness
 
 
 def shell(command, fact, success=True):
@@ -23,8 +24,10 @@ def test_a_command_run_again_shows_only_its_latest_result():
     ]
     picks = by_usefulness(items)
     assert [(p.index, p.earlier) for p in picks] == [(0, 1), (1, 0)]
-    assert same_command("cargo test 2>&1 | tail -n 5") == "cargo test"
-    assert same_command("cargo test -- --nocapture") == "cargo test -- --nocapture"
+    assert equivalent_command("cargo test 2>&1 | tail -n 5") == "cargo test"
+    assert equivalent_command("cd assets && node build.js") == "node assets/build.js"
+    assert equivalent_command("git add -f .beads/x.db") == "git add .beads/x.db"
+    assert equivalent_command("pytest -k upload") != equivalent_command("pytest -k resume")
 
 
 def test_todo_snapshots_fold_into_the_latest_and_come_last():

@@ -5,8 +5,10 @@ structured state (`State`, stored on the session as JSON) over the events newly 
 what people and the agent said (`Said`) and what its tool calls did (`Did`, with each
 call's own extracted fact). The state keeps the task, the files created and edited, the
 latest result of each command, the latest test run, decisions the agent stated, problems
-still open (failures not followed by a success of the same command or file), progress it
-reported, and later instructions. It is a summary of summaries: rolling it forward never
+still open (failures not followed by a success of the same command, an equivalent one
+such as `cd assets && node build.js` after `node assets/build.js`, or the same file),
+what was completed (commits, pushes, merges, closed issues), progress it reported, and
+later instructions. It is a summary of summaries: rolling it forward never
 re-reads what it already covers, and its size is bounded (`MAX_CHARS`) however long the
 session grows. `render` turns the state into the lines the prompt shows.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from memoryapp.lib.extraction import kinds
 from memoryapp.lib.extraction.context import relative, same_runner, task_from_prompt
-from memoryapp.lib.extraction.kinds import compact_command
+from memoryapp.lib.extraction.kinds import compact_command, equivalent_command
 from memoryapp.lib.extraction.text import one_line, sentences
 
 MAX_CHARS = 2400
@@ -41,6 +43,13 @@ _PROGRESS = re.compile(
     r"Completed|Finished|All (?:\d+ )?tests? (?:now )?pass|The tests? (?:now )?pass|"
     r"Everything (?:now )?(?:works|passes)|Successfully)\b",
     re.IGNORECASE,
+)
+# Commands that complete work: what a person asks "was it done?" about.
+_COMPLETING = (
+    ("committed", re.compile(r"\bgit\s+commit\b")),
+    ("pushed", re.compile(r"\bgit\s+push\b")),
+    ("merged", re.compile(r"\bgit\s+merge\b|\bgh\s+pr\s+merge\b")),
+    ("closed", re.compile(r"\b(?:bd|br|gh\s+issue|gh\s+pr|tk|linear|jira)\s+(?:close|done)\b")),
 )
 _FILLER = re.compile(
     r"^(?:Let me|I'll|I will|Now let me|Now I'll|Let's|First,? let me|Next,? I'll|Great|"
@@ -95,6 +104,7 @@ def empty_state() -> dict:
         "progress": [],
         "problems": [],
         "instructions": [],
+        "completed": [],
         "unsummarised": [],
     }
 
@@ -125,6 +135,7 @@ def roll(
     state = dict(state) if is_state(state) else empty_state()
     for name in ("created", "commands", "decisions", "progress", "problems", "instructions"):
         state[name] = list(state[name])
+    state["completed"] = list(state.get("completed") or [])  # a state rolled before it
     state["edited"] = dict(state["edited"])
     if task and not state["task"]:
         state["task"] = one_line(task, 240)
@@ -219,9 +230,12 @@ def _command(state: dict, event: Did) -> None:
     }
     state["commands"] = [c for c in state["commands"] if c["command"] != entry["command"]]
     state["commands"] = (state["commands"] + [entry])[-COMMANDS_KEPT:]
-    subject = "command:" + (same_runner(command) if tests else command)
+    subject = "command:" + (same_runner(command) if tests else equivalent_command(command))
     if event.success and (not tests or tests[0].get("passed")):
         _resolve(state, subject)
+        if done := [label for label, pattern in _COMPLETING if pattern.search(command)]:
+            line = f"{' and '.join(done).capitalize()}: {one_line(event.fact, SENTENCE_CHARS)}"
+            _push(state["completed"], line, NOTES_KEPT)
     elif not event.success or tests:
         if tests:
             text = one_line(
@@ -290,9 +304,11 @@ def _file_and_test_lines(state: dict) -> list[str]:
 
 
 def _note_lines(state: dict) -> list[str]:
-    """Open problems, decisions, progress and later instructions, newest first."""
+    """Open problems, what was completed, decisions, progress and later instructions,
+    newest first."""
     return [
         *(f"Open problem: {problem['text']}" for problem in state["problems"][::-1]),
+        *(state.get("completed") or [])[::-1],
         *(f"Decision: {decision}" for decision in state["decisions"][::-1]),
         *(f"Progress: {note}" for note in state["progress"][::-1]),
         *(f"Later instruction: {instruction}" for instruction in state["instructions"][::-1]),

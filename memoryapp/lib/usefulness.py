@@ -5,8 +5,8 @@ the order decides what is cut. Findings are folded first, so one line stands for
 still true:
 - a todo list's snapshots (TodoWrite, update_plan, …): only the latest, which replaces the
   others;
-- the same command run again (`cargo test` and `cargo test 2>&1 | tail -20` are the same
-  command): only its latest result;
+- the same command run again (`cargo test` and `cargo test 2>&1 | tail -20`, `git add x`
+  and `git add -f x`: kinds.equivalent_command): only its latest result;
 - edits of one file: one line, the latest edit, saying how many came before;
 - the same search, or the same read of a file with the same result: once.
 
@@ -22,7 +22,6 @@ Then, by tier, newest first within each:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -32,9 +31,6 @@ from memoryapp.lib.extraction import kinds
 SNAPSHOT_TOOLS = frozenset(
     {"todowrite", "todo_write", "todoread", "todo_read", "update_plan", "task_tracker"}
 )
-
-# What only trims or redirects a command's output, not what it runs.
-_OUTPUT_TRIMS = re.compile(r"(?:\s*\|\s*(?:tail|head)(?:\s+-n)?(?:\s+-?\d+)?\s*$|\s*2>&1\s*$)")
 
 
 @dataclass(frozen=True)
@@ -59,23 +55,13 @@ class Pick:
     earlier: int = 0
 
 
-def same_command(command: str) -> str:
-    """A command without what only trims its output, whitespace collapsed."""
-    text = " ".join(command.split())
-    while True:
-        trimmed = _OUTPUT_TRIMS.sub("", text)
-        if trimmed == text:
-            return text
-        text = trimmed
-
-
 def fold_key(item: Candidate) -> tuple[str, ...]:
     """Findings with one key are one line in the prompt: the newest of them."""
     tool = item.tool.lower()
     if item.kind == kinds.BOOKKEEPING and tool in SNAPSHOT_TOOLS:
         return (item.kind, tool)
     if item.kind == kinds.SHELL:
-        return (item.kind, same_command(item.query))
+        return (item.kind, kinds.equivalent_command(item.query))
     if item.kind == kinds.EDIT and item.file_path:
         return (item.kind, item.file_path)
     if item.kind == kinds.READ:

@@ -176,6 +176,29 @@ def command_segments(command: str) -> list[list[str]]:
     return [words for words in segments if words]
 
 
+def equivalent_command(command: str) -> str:
+    """What a command runs, to tell a retry of it: its simple commands without flags,
+    redirections or what a pipe feeds, a `cd DIR &&` folded into the relative paths after
+    it. `cd assets && node build.js` is `node assets/build.js`, `git add -f x` a retry of
+    `git add x`, `cargo test 2>&1 | tail -20` is `cargo test`."""
+    parts: list[str] = []
+    prefix = ""
+    for words in command_segments(command):
+        if words[0] == "cd" and len(words) <= 2:
+            where = words[1].rstrip("/") if len(words) == 2 else ""
+            prefix = f"{prefix}{where}/" if where not in ("", ".", "~", "-") else ""
+            continue
+        kept = [
+            prefix + word
+            if prefix and index and ("/" in word or "." in word) and word[0] not in "/~$"
+            else word
+            for index, word in enumerate(words)
+            if not word.startswith("-")
+        ]
+        parts.append(" ".join(kept))
+    return " && ".join(parts)
+
+
 def shell_words(command: str) -> list[str]:
     """The words of the command that does the work, the last of a chain: `cd x && rg foo`
     → ['rg', 'foo']; environment assignments and `sudo`/`time`/`timeout N` prefixes are
