@@ -115,6 +115,31 @@ def test_memories_without_hint_are_the_ones_that_bear_on_the_session(api, agent)
     assert [m["id"] for m in body["long_term_memories"]] == [rust.id]
 
 
+def test_a_memory_of_another_language_s_project_is_not_injected_into_a_rust_port(api, agent):
+    """The imported python-to-rust-port session: its goal shares "run", "tests" and
+    "Python" with a Python project's test command, which must not reach a session whose
+    primary language is Rust; a memory that names Rust too still does. A hint asks
+    explicitly: it gets what it asks for."""
+    python = Memory.objects.create(agent=agent, content="Run the tests with python -m pytest")
+    both = Memory.objects.create(
+        agent=agent, content="The Rust port is not released yet: keep publishing the Python tests"
+    )
+    goal = "Port this Python project to Rust; keep the Justfile, update it to run Rust tests"
+    api.put(BASE + "/sessions/s1", {"goal": goal})
+    body = api.get(BASE + "/sessions/s1/context").json()
+    assert python.id in [m["id"] for m in body["long_term_memories"]]  # nothing says Rust yet
+    api.put(BASE + "/sessions/s1/context-items/primary_language", {"value": "Rust"})
+    body = api.get(BASE + "/sessions/s1/context").json()
+    assert [m["id"] for m in body["long_term_memories"]] == [both.id]
+    hinted = api.get(BASE + "/sessions/s1/context", {"query_hint": "python -m pytest"}).json()
+    assert python.id in [m["id"] for m in hinted["long_term_memories"]]
+    # Without a language item, the active file's language says it.
+    api.delete(BASE + "/sessions/s1/context-items/primary_language")
+    api.put(BASE + "/sessions/s1/context-items/active_file", {"value": "src/lib.rs"})
+    body = api.get(BASE + "/sessions/s1/context").json()
+    assert python.id not in [m["id"] for m in body["long_term_memories"]]
+
+
 def test_memories_without_hint_follow_the_current_task_and_the_latest_user_message(api, agent):
     staging = Memory.objects.create(
         agent=agent, content="The staging database is read-only on Sundays"

@@ -35,3 +35,16 @@ def test_the_floor_wants_two_content_words_or_one_identifier():
     # A long hint (a session's goal, task and message) asks for three.
     assert not bears_on("Migrate the staging database", "Staging database", 3)
     assert bears_on("Migrate the staging database", "Migrating staging database", 3)
+
+
+def test_a_text_about_another_language_s_project():
+    from memoryapp.lib.relevance import ecosystem_of, ecosystems, of_another_ecosystem
+
+    assert ecosystems("Run the tests with python -m pytest") == {"python"}
+    assert ecosystems("Run mix test before pushing") == {"elixir"}
+    assert ecosystems("We mix the colours and go home") == set()  # words, not phrases
+    assert ecosystem_of("TypeScript") == "javascript" and ecosystem_of("COBOL") is None
+    assert of_another_ecosystem("Run the tests with python -m pytest", "rust")
+    assert not of_another_ecosystem("The Rust port still ships the Python package", "rust")
+    assert not of_another_ecosystem("Use serde for JSON", "rust")  # names no ecosystem
+    assert not of_another_ecosystem("Run the tests with python -m pytest", None)

@@ -11,7 +11,9 @@ a prefix of its priority order, so truncation always drops the least important f
   `query_hint`, its 10 best; without one, a hint is derived from the session (its goal,
   the current subtask, the latest user message, the active file) and the 5 best that
   share three of its words or an identifier (memoryapp.lib.relevance's floor) or are
-  close enough in meaning are kept (none when none is: an empty section beats a wrong one);
+  close enough in meaning are kept, except a memory about another language's project than
+  the session's (`python -m pytest` in a Rust session: relevance.of_another_ecosystem)
+  (none when none is: an empty section beats a wrong one);
 - conversation: the pruned-history rule within its share plus what working and long-term
   left unused;
 - system: session state (goal, current subtask, active files, recent tools) and the
@@ -47,6 +49,7 @@ from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import relevance, tokens, usefulness
 from memoryapp.lib.budget import allocate_budget, effective_budget
+from memoryapp.lib.code.languages import language_of
 from memoryapp.lib.extraction import kinds
 from memoryapp.lib.extraction.context import relative
 
@@ -185,12 +188,30 @@ def _memory_candidates(session: Session, query_hint: str) -> list[Memory]:
     if not hint.strip():
         return []
     asked = relevance.Query.of(hint)
+    ecosystem = session_ecosystem(session)
     found = [
         m
         for m in recall.rank(session.agent, hint, status="active")
-        if asked.clears(m.why.terms, DERIVED_WORDS) or (m.why.margin or 0.0) >= DERIVED_MARGIN
+        if (asked.clears(m.why.terms, DERIVED_WORDS) or (m.why.margin or 0.0) >= DERIVED_MARGIN)
+        and not relevance.of_another_ecosystem(m.content, ecosystem)
     ]
     return found[:MEMORIES_WITHOUT_HINT]
+
+
+def session_ecosystem(session: Session) -> str | None:
+    """The language ecosystem the session works in (relevance.ECOSYSTEM_WORDS): its working
+    context's primary language, else the language of its active file; None when unknown."""
+    values = dict(
+        ContextItem.objects.filter(
+            session=session, key__in=("primary_language", "language", "active_file")
+        ).values_list("key", "value")
+    )
+    for key in ("primary_language", "language"):
+        if isinstance(values.get(key), str) and (found := relevance.ecosystem_of(values[key])):
+            return found
+    active = values.get("active_file")
+    language = language_of(active) if isinstance(active, str) else None
+    return relevance.ecosystem_of(language) if language else None
 
 
 def memory_dict(memory: Memory) -> RecalledMemory:

@@ -109,3 +109,54 @@ class Query:
         words (two unless asked: a long query shares two words with much that it does
         not bear on), or one of the identifiers."""
         return len(matched) >= words or self.names(matched)
+
+
+# The words that tie a text to one language's ecosystem (its name, its tools and build
+# files); ambiguous English words count only in a phrase (`mix test`, `go build`).
+ECOSYSTEM_WORDS: dict[str, tuple[str, ...]] = {
+    "python": ("python", "pytest", "pip", "pipenv", "poetry", "pyproject", "virtualenv",
+               "venv", "django", "flask", "mypy", "pydantic", "uv run", "uv sync"),
+    "rust": ("rust", "cargo", "rustc", "rustup", "clippy", "crates.io"),
+    "elixir": ("elixir", "phoenix", "liveview", "exunit", "mix test", "mix deps",
+               "mix compile", "mix.exs", "hex.pm", "erlang"),
+    "javascript": ("javascript", "typescript", "node", "nodejs", "npm", "yarn", "pnpm",
+                   "jest", "vitest", "package.json", "webpack", "vite", "eslint"),
+    "go": ("golang", "go test", "go build", "go mod", "go.mod", "go run"),
+    "ruby": ("ruby", "rails", "rspec", "bundler", "bundle exec", "gemfile", "rubocop"),
+    "java": ("java", "maven", "gradle", "junit", "pom.xml", "kotlin"),
+}  # fmt: skip
+# A language name, as working context or a file's language gives it, to its ecosystem.
+LANGUAGE_ECOSYSTEM = {
+    "typescript": "javascript", "tsx": "javascript", "jsx": "javascript", "heex": "elixir",
+    "erlang": "elixir", "kotlin": "java",
+}  # fmt: skip
+_ECOSYSTEM_PATTERNS = {
+    name: re.compile(
+        r"(?<![\w.])(?:"
+        + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in words)
+        + r")(?![\w])",
+        re.IGNORECASE,
+    )
+    for name, words in ECOSYSTEM_WORDS.items()
+}
+
+
+def ecosystem_of(language: str) -> str | None:
+    """The ecosystem of a language name (`Rust`, `typescript`), None when not one we know."""
+    name = language.strip().casefold()
+    name = LANGUAGE_ECOSYSTEM.get(name, name)
+    return name if name in ECOSYSTEM_WORDS else None
+
+
+def ecosystems(text: str) -> set[str]:
+    """The ecosystems `text` names (`Run the tests with python -m pytest`: python)."""
+    return {name for name, pattern in _ECOSYSTEM_PATTERNS.items() if pattern.search(text)}
+
+
+def of_another_ecosystem(text: str, ecosystem: str | None) -> bool:
+    """Whether `text` is about another language's project than `ecosystem`: it names some
+    ecosystem, and not this one. Unknown (None) excludes nothing."""
+    if ecosystem is None:
+        return False
+    named = ecosystems(text)
+    return bool(named) and ecosystem not in named
