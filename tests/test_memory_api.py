@@ -243,6 +243,17 @@ def test_bad_findings_are_422(api):
 # --- memories --------------------------------------------------------------------------
 
 
+def test_the_same_fact_in_other_punctuation_strengthens_and_a_negation_does_not(api):
+    url = BASE + "/memories"
+    first = api.post(url, {"content": "The staging DB is read-only on Sundays", "confidence": 0.6})
+    again = api.post(url, {"content": "Staging DB: read only on Sunday.", "confidence": 0.6})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["memory"]["id"] == first.json()["memory"]["id"]
+    assert MemoryEvent.objects.filter(action="update").count() == 1  # with history
+    negated = api.post(url, {"content": "The staging DB is not read-only on Sundays"})
+    assert negated.status_code == 201 and Memory.objects.count() == 2
+
+
 def test_remember_then_again_strengthens(api):
     first = api.post(
         BASE + "/memories",

@@ -48,3 +48,16 @@ def test_a_text_about_another_language_s_project():
     assert not of_another_ecosystem("The Rust port still ships the Python package", "rust")
     assert not of_another_ecosystem("Use serde for JSON", "rust")  # names no ecosystem
     assert not of_another_ecosystem("Run the tests with python -m pytest", None)
+
+
+def test_the_same_fact_said_again_has_one_key_and_a_different_fact_another():
+    from memoryapp.lib.relevance import fact_key
+
+    assert fact_key("The staging DB is read-only on Sundays") == fact_key(
+        "Staging DB: read only on Sunday."
+    )
+    assert fact_key("Tests need Redis") != fact_key("Tests do not need Redis")
+    assert fact_key("Tests need Redis") != fact_key("Tests can't need Redis")
+    assert fact_key("A depends on B") != fact_key("B depends on A")
+    assert fact_key("Retry 3 times") != fact_key("Retry 5 times")
+    assert fact_key("The") == "the"

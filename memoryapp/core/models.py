@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memoryapp.core.shapes import Totals
-from memoryapp.lib import diff, extraction
+from memoryapp.lib import diff, extraction, relevance
 from memoryapp.lib import related as related_rule
 from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
@@ -952,8 +952,9 @@ class Memory(models.Model):
 
     @staticmethod
     def content_key_for(content: str) -> str:
-        normal = " ".join(content.casefold().split()).rstrip(".!;, ")
-        return hashlib.sha256(normal.encode()).hexdigest()
+        """The same fact said again has one key: its content words and negations, stemmed,
+        in order (relevance.fact_key), whatever its case, punctuation and articles."""
+        return hashlib.sha256(relevance.fact_key(content).encode()).hexdigest()
 
     @staticmethod
     def strengthen(old: float, new: float) -> float:
@@ -973,10 +974,10 @@ class Memory(models.Model):
         source: str = "agent",
         merge: bool = True,
     ) -> tuple[Memory, bool]:
-        """Store a fact: `(memory, created)`. The same fact again (same type, same text up
-        to case, spacing and final punctuation) strengthens the active memory instead of
-        adding a copy; `merge=False` adds the copy (a client that asked not to
-        deduplicate). Call inside a transaction."""
+        """Store a fact: `(memory, created)`. The same fact again (same type, the same
+        content words and negations in the same order: content_key_for) strengthens the
+        active memory instead of adding a copy; `merge=False` adds the copy (a client that
+        asked not to deduplicate). Call inside a transaction."""
         key = cls.content_key_for(content)
         existing = (
             cls.objects.select_for_update()

@@ -160,3 +160,21 @@ def of_another_ecosystem(text: str, ecosystem: str | None) -> bool:
         return False
     named = ecosystems(text)
     return bool(named) and ecosystem not in named
+
+
+# Stop words that change what a fact says: never dropped from its key.
+NEGATIONS = frozenset(
+    "no not nor never cannot without don doesn didn isn aren wasn weren won wouldn "
+    "shouldn couldn hasn haven hadn mustn shan t".split()
+)
+
+
+def fact_key(text: str) -> str:
+    """What a fact says, for telling the same fact said again: its content words and
+    negations, stemmed, in order. `The staging DB is read-only on Sundays` and `Staging
+    DB: read only on Sunday.` give one key; `Tests need Redis` and `Tests do not need
+    Redis` two, as do `A depends on B` and `B depends on A`. A text of stop words alone
+    is its own words."""
+    words = _WORD.findall(text.casefold())
+    kept = [_stem(w) for w in words if w not in STOPWORDS or w in NEGATIONS]
+    return " ".join(kept) if kept else " ".join(words)
