@@ -433,6 +433,26 @@ def test_times_are_written_as_ninjas_encoder_writes_them(moment):
     assert json_time(datetime.fromisoformat(moment)) == expected
 
 
+def test_a_time_written_again_is_its_own_text_not_the_last_ones():
+    """json_time reuses the text of the time it wrote last (one turn's messages share a
+    time): the same instant in another zone, or another instant, is written anew."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from memoryapp.api.answers import json_time
+
+    utc = datetime(2026, 11, 24, 5, 17, 38, 487535, tzinfo=UTC)
+    plus_two = utc.astimezone(timezone(timedelta(hours=2)))
+    assert utc == plus_two
+    written = [json_time(t) for t in (utc, utc.replace(), plus_two, utc, utc + timedelta(0, 1))]
+    assert written == [
+        "2026-11-24T05:17:38.487Z",
+        "2026-11-24T05:17:38.487Z",
+        "2026-11-24T07:17:38.487+02:00",
+        "2026-11-24T05:17:38.487Z",
+        "2026-11-24T05:17:39.487Z",
+    ]
+
+
 # --- the extraction job is handed to the broker after the answer is sent ---------------
 
 

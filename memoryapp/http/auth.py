@@ -106,7 +106,12 @@ class ApiKeyAuth(HttpBearer):
         key = None
         if token and len(token) <= MAX_TOKEN_LENGTH:
             usable = ApiKey.objects.usable().select_related("agent")
-            key = usable.filter(key_hash=hash_api_key(token)).first()
+            # get(), not first(): the hash is unique, and first() would compile an ORDER
+            # BY on every request for nothing.
+            try:
+                key = usable.get(key_hash=hash_api_key(token))
+            except ApiKey.DoesNotExist:
+                key = None
         if key is None:
             failures = ratelimit.Limit.parse(settings.MEMORYAPP_RATE_LIMIT_AUTH_FAILURES)
             ratelimit.hit("auth-failure", client_address(request), failures)

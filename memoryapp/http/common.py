@@ -64,7 +64,10 @@ def live_session(
     sessions = Session.objects.for_agent(agent).active()
     if lock:
         sessions = sessions.select_for_update(of=SELF)
-    session = sessions.filter(key=key).first()
+    try:  # get(): the key is unique per agent (no ORDER BY to compile, as first() has)
+        session = sessions.get(key=key)
+    except Session.DoesNotExist:
+        session = None
     if session is None and not missing_ok:
         raise HttpError(404, "session not found")
     if session is not None:
