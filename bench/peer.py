@@ -17,8 +17,8 @@ Redis doing the extraction of every turn.
    each right after the peer's restore as memoryapp's restore is timed. Prints p50 per
    operation, the ratio, and the floor beside a third of the peer's figures (what a
    ratio of 3 would need). Then memoryapp's append and restore again through a bare
-   `httpx.AsyncClient` (httpx's own transport; how runs 1–51 measured memoryapp), on a
-   session of its own growing as the first, each call right after the peer's restore.
+   `httpx.AsyncClient` (httpx's own transport), on a session of its own growing as
+   the first, each call right after the peer's restore.
 2. 8 concurrent clients, each appending to its own session for a fixed time: the peer,
    memoryapp, the peer again, each run once both servers (and memoryapp's worker) are
    idle again, so that neither side's leftover work lands in the other's run. Prints

@@ -451,6 +451,17 @@ def test_a_time_written_again_is_its_own_text_not_the_last_ones():
         "2026-11-24T05:17:38.487Z",
         "2026-11-24T05:17:39.487Z",
     ]
+    # A wall time that comes twice (clocks going back): the two compare equal in one
+    # zone, and each keeps its own offset.
+    from zoneinfo import ZoneInfo
+
+    first = datetime(2026, 10, 25, 2, 30, tzinfo=ZoneInfo("Europe/Berlin"))
+    second = first.replace(fold=1)
+    assert first == second
+    assert [json_time(first), json_time(second)] == [
+        "2026-10-25T02:30:00+02:00",
+        "2026-10-25T02:30:00+01:00",
+    ]
 
 
 # --- the extraction job is handed to the broker after the answer is sent ---------------

@@ -45,12 +45,13 @@ def json_time(value: datetime | str) -> str:
     if type(value) is not datetime:
         return _encoder.default(value)
     # The messages of one turn share their time, and a restore writes them in order: the
-    # last time written is written again without formatting it again (the same instant in
-    # the same zone is the same text; one tuple, so threads never see half of it).
+    # last time written is written again without formatting it again. Equal in the same
+    # zone and fold is the same text (with one tzinfo, == ignores fold, and a repeated
+    # wall time's two offsets compare equal); one tuple, so threads never see half of it.
     global _last_time
-    last = _last_time
-    if last[0] == value and last[0].tzinfo is value.tzinfo:
-        return last[1]
+    last, last_text = _last_time  # read once: another thread may replace it
+    if last == value and last.tzinfo is value.tzinfo and last.fold == value.fold:
+        return last_text
     # The encoder's steps for an aware or naive datetime, without its dispatch on type
     # (every restored message has a time: a 2,000-message restore 30 -> 20 ms in process).
     text = value.isoformat(timespec="milliseconds" if value.microsecond else "seconds")
