@@ -1,45 +1,93 @@
-"""The core's typed values (memoryapp/core/shapes.py) and the API's output schemas declare
-the same fields, and the values the core builds hold exactly those fields."""
+"""The core's typed values (memoryapp/core/shapes.py) are the one definition of each
+shape: the API's output schemas are made from them (http.schemas.output_of), and the values
+the core builds hold exactly their fields."""
 
 from __future__ import annotations
 
+import inspect
+from datetime import datetime
+from typing import Annotated, NotRequired, TypedDict
+
 import pytest
+from pydantic import Field, ValidationError
 
 from memoryapp.api import schemas
 from memoryapp.core import shapes
 from memoryapp.core.context import assemble_context
 from memoryapp.core.models import Session
+from memoryapp.http import schemas as http_schemas
+from memoryapp.http.schemas import Output, output_of
 from tests.conftest import turn
 
-PAIRS = [
-    (shapes.Totals, schemas.TotalsOut, set()),
-    (shapes.SessionSummary, schemas.SessionOut, set()),
-    (shapes.TurnStored, schemas.TurnOut, set()),
-    (shapes.HistoryMessage, schemas.HistoryMessageOut, set()),
-    # The API adds the summary and the limits it applied to the core's history.
-    (shapes.History, schemas.HistoryOut, {"summary", "max_messages", "max_tokens"}),
-    (shapes.Summary, schemas.SummaryOut, set()),
-    (shapes.Provenance, schemas.ProvenanceOut, set()),
-    (shapes.FindingShape, schemas.FindingOut, set()),
-    (shapes.MemoryShape, schemas.MemoryOut, set()),
-    (shapes.RecalledMemory, schemas.MemoryHit, set()),
-    (shapes.WhyShape, schemas.WhyOut, set()),
-    (shapes.WorkingItem, schemas.WorkingItemOut, set()),
-    (shapes.TokenCounts, schemas.TokenCountsOut, set()),
-    (shapes.ContextBudget, schemas.BudgetOut, set()),
-    (shapes.Cut, schemas.CutOut, set()),
-    (shapes.Context, schemas.ContextOut, set()),
-    (shapes.Entries, schemas.EntriesOut, set()),
-    (shapes.AverageTurnTokens, schemas.AverageTurnTokensOut, set()),
-    (shapes.SessionStats, schemas.SessionStatsOut, set()),
-]
+
+class Inner(TypedDict):
+    at: shapes.Time
 
 
-@pytest.mark.parametrize("shape, schema, added", PAIRS, ids=[p[0].__name__ for p in PAIRS])
-def test_a_core_shape_and_its_api_schema_declare_the_same_fields(shape, schema, added):
-    assert set(shape.__annotations__) | added == set(schema.model_fields)
-    optional = {n for n, f in schema.model_fields.items() if not f.is_required()}
-    assert shape.__optional_keys__ <= optional  # what the core may leave out has a default
+class Outer(TypedDict):
+    """An outer shape."""
+
+    n: Annotated[int, Field(description="how many")]
+    inner: Inner
+    inners: list[Inner]
+    maybe: Inner | None
+    note: NotRequired[str]
+
+
+def test_a_schema_made_from_a_shape_declares_its_fields_in_the_api_types():
+    inner = output_of(Inner, "InnerOut")
+    outer = output_of(Outer, "OuterOut")
+    assert list(outer.model_fields) == ["n", "inner", "inners", "maybe", "note"]
+    assert issubclass(outer, Output) and outer.__doc__ == "An outer shape."
+    schema = outer.model_json_schema()
+    assert schema["properties"]["n"]["description"] == "how many"
+    assert schema["$defs"]["InnerOut"]["properties"]["at"]["format"] == "date-time"
+    assert set(schema["required"]) == {"n", "inner", "inners", "maybe"}  # note may be left out
+    value = outer.model_validate(
+        {"n": 1, "inner": {"at": "2026-01-02T03:04:05+00:00"}, "inners": [], "maybe": None}
+    )
+    assert value.note is None and isinstance(value.inner, inner)
+    assert value.inner.at == datetime.fromisoformat("2026-01-02T03:04:05+00:00")
+    with pytest.raises(ValidationError):  # a key the shape does not declare
+        outer.model_validate({"n": 1, "inner": {"at": "2026-01-02T03:04:05Z", "x": 1}})
+
+
+class Lone(TypedDict):
+    x: int
+
+
+class Holder(TypedDict):
+    lone: Lone
+
+
+def test_a_shape_inside_another_needs_its_own_schema_first():
+    with pytest.raises(LookupError, match="Lone"):
+        output_of(Holder, "HolderOut")
+
+
+def _core_shapes() -> list[type]:
+    return [
+        c
+        for _, c in inspect.getmembers(shapes, inspect.isclass)
+        if c.__module__ == shapes.__name__ and hasattr(c, "__required_keys__")
+    ]
+
+
+@pytest.mark.parametrize("shape", _core_shapes(), ids=lambda c: c.__name__)
+def test_each_core_shape_is_an_api_schema_and_none_is_written_again(shape):
+    made = http_schemas._OUTPUTS.get(shape)
+    assert made is not None, f"no API schema is made from {shape.__name__}"
+    assert getattr(schemas, made.__name__) is made
+    # A schema written by hand beside the one made from the shape, with the same fields.
+    by_hand = [
+        s
+        for s in vars(schemas).values()
+        if isinstance(s, type)
+        and issubclass(s, Output)
+        and s.__module__ == schemas.__name__
+        and set(s.model_fields) == set(shape.__annotations__)
+    ]
+    assert not by_hand, by_hand
 
 
 def test_the_values_the_core_builds_hold_exactly_their_shapes_fields(api):

@@ -16,6 +16,7 @@ from pydantic import (
     field_validator,
 )
 
+from memoryapp.core import shapes
 from memoryapp.core.limits import (
     MAX_FACT_CHARS,
     MAX_INT,
@@ -24,7 +25,7 @@ from memoryapp.core.limits import (
     MAX_TOKEN_BUDGET,
     MAX_TTL_SECONDS,
 )
-from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey
+from memoryapp.http.schemas import WHOLE, InputSchema, Output, SessionKey, output_of
 from memoryapp.lib import tokens
 
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=MAX_INT), WHOLE]
@@ -143,48 +144,15 @@ class TurnIn(InputSchema):
     ] = None
 
 
-class TotalsOut(Output):
-    messages: int
-    tokens: int
-    input_tokens: int
-    output_tokens: int
-    turns: int
+TotalsOut = output_of(shapes.Totals, "TotalsOut")
 
+SessionOut = output_of(shapes.SessionSummary, "SessionOut")
 
-class SessionOut(Output):
-    key: str
-    goal: str
-    status: str
-    metadata: dict[str, Any]
-    ttl_seconds: int | None
-    created_at: datetime
-    last_activity_at: datetime
-    expires_at: datetime
-    totals: TotalsOut
+EntriesOut = output_of(shapes.Entries, "EntriesOut")
 
+AverageTurnTokensOut = output_of(shapes.AverageTurnTokens, "AverageTurnTokensOut")
 
-class EntriesOut(Output):
-    messages: int
-    turns: int
-    tool_calls: int
-    findings: int
-    context_items: int
-    subtasks: int
-    memories: int
-    total: int
-
-
-class AverageTurnTokensOut(Output):
-    messages: float
-    input: float
-    output: float
-
-
-class SessionStatsOut(Output):
-    entries: EntriesOut
-    bytes: int
-    average_turn_tokens: AverageTurnTokensOut
-    redundant_tool_calls_avoided: int
+SessionStatsOut = output_of(shapes.SessionStats, "SessionStatsOut")
 
 
 class SessionPage(Output):
@@ -199,44 +167,20 @@ class SessionIn(InputSchema):
     metadata: dict[str, Any] | None = None
 
 
-class TurnOut(Output):
-    iteration: int
-    first_seq: int
-    last_seq: int
-    token_counts: list[int]
-    session: SessionOut
+TurnOut = output_of(shapes.TurnStored, "TurnOut")
 
+HistoryMessageOut = output_of(shapes.HistoryMessage, "HistoryMessageOut")
 
-class HistoryMessageOut(Output):
-    seq: int
-    role: str
-    content: str
-    token_count: int
-    created_at: datetime
-    name: str | None = None
-    tool_call_id: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    # Only for messages a client named and changed (the Redis Agent Memory Server API).
-    client_id: str | None = None
-    removed_at: datetime | None = None
-    revisions: list[dict[str, Any]] | None = None
+SummaryOut = output_of(shapes.Summary, "SummaryOut")
 
-
-class SummaryOut(Output):
-    text: str
-    covers_through_seq: int
-    stale: bool
-    error: str | None = None
-
-
-class HistoryOut(Output):
-    messages: list[HistoryMessageOut]
-    token_count: int
-    pruned_count: int
-    pruned_tokens: int
-    summary: SummaryOut | None = None
-    max_messages: int
-    max_tokens: int
+# The API adds the summary of what was pruned and the limits it applied.
+HistoryOut = output_of(
+    shapes.History,
+    "HistoryOut",
+    summary=(SummaryOut | None, None),
+    max_messages=(int, ...),
+    max_tokens=(int, ...),
+)
 
 
 class MessagePage(Output):
@@ -361,41 +305,13 @@ class ContextItemList(Output):
     items: list[ContextItemOut]
 
 
-class WorkingItemOut(Output):
-    key: str
-    value: Any
-    source: str
-    confidence: float
+WorkingItemOut = output_of(shapes.WorkingItem, "WorkingItemOut")
 
+TokenCountsOut = output_of(shapes.TokenCounts, "TokenCountsOut")
 
-class TokenCountsOut(Output):
-    system: int
-    conversation: int
-    working: int
-    long_term: int
-    total: int
+BudgetOut = output_of(shapes.ContextBudget, "BudgetOut")
 
-
-class BudgetOut(Output):
-    total: int
-    system: int
-    conversation: int
-    working: int
-    long_term: int
-    conversation_base: int
-
-
-class CutOut(Output):
-    messages: int
-    message_tokens: int
-    working_items: int
-    findings: int
-    folded_findings: int = Field(
-        description="findings left out because a later one stands for them (the latest "
-        "todo list, the latest run of a command, one line per edited file)"
-    )
-    memories: int
-
+CutOut = output_of(shapes.Cut, "CutOut")
 
 # --- findings -----------------------------------------------------------------------------
 
@@ -425,27 +341,9 @@ class FindingCheckIn(InputSchema):
         return value
 
 
-class ProvenanceOut(Output):
-    turn: int | None
-    message_seq: int | None
-    tool_call_id: str | None
+ProvenanceOut = output_of(shapes.Provenance, "ProvenanceOut")
 
-
-class FindingOut(Output):
-    id: int
-    tool: str
-    kind: str
-    query: str
-    fact: str
-    step: int | None
-    success: bool
-    file_path: str
-    source: str
-    group: str
-    stale: bool
-    details: dict[str, Any] | None
-    provenance: ProvenanceOut
-    updated_at: datetime
+FindingOut = output_of(shapes.FindingShape, "FindingOut")
 
 
 class FindingPage(Output):
@@ -493,36 +391,11 @@ class MemoryPatch(InputSchema):
     confidence: Confidence = None
 
 
-class WhyOut(Output):
-    """Why recall answered this memory: the query's words it holds (stop words never),
-    whether it names one of the query's identifiers (those come first), the similarity
-    of its vector to the query's (null: not among the nearest, or no vector yet), by how
-    much it exceeds the query's similarity to unrelated text (a memory found by meaning
-    alone needs 0.045) and the fused score that ordered it."""
+WhyOut = output_of(shapes.WhyShape, "WhyOut")
 
-    terms: list[str]
-    identifier: bool
-    similarity: float | None
-    margin: float | None
-    score: float
+MemoryOut = output_of(shapes.MemoryShape, "MemoryOut")
 
-
-class MemoryOut(Output):
-    id: int
-    memory_type: str
-    content: str
-    confidence: float
-    status: str
-    source: str
-    created_at: datetime
-    updated_at: datetime
-
-
-class MemoryHit(MemoryOut):
-    """A memory as recall answers it: with why, when recalled for a query or a context
-    (null when listed without a query)."""
-
-    why: WhyOut | None = None
+MemoryHit = output_of(shapes.RecalledMemory, "MemoryHit")
 
 
 class MemoryDetail(MemoryOut):
@@ -555,18 +428,7 @@ class MemoryHistoryOut(Output):
     items: list[MemoryEventOut]
 
 
-class ContextOut(Output):
-    conversation: list[HistoryMessageOut]
-    working_context: dict[str, Any]
-    working_context_items: list[WorkingItemOut]
-    long_term_memories: list[MemoryHit]
-    findings: list[FindingOut]
-    summary: SummaryOut | None
-    token_counts: TokenCountsOut
-    budget: BudgetOut
-    cut: CutOut
-    prompt: str
-
+ContextOut = output_of(shapes.Context, "ContextOut")
 
 # --- memory tools -------------------------------------------------------------------------
 

@@ -1,10 +1,24 @@
-"""The typed values the core answers: what a session, a turn, the pruned history, a
-finding, a memory and the assembled context look like, as the API sends them and the
-dashboard reads them. The API's output schemas (memoryapp/api/schemas.py) declare the
-same fields; tests/test_shapes.py keeps the two identical, so a field added on one side
-only fails a test instead of being dropped from the answer or the document."""
+"""The typed values the core answers, defined once: what a session, a turn, the pruned
+history, a finding, a memory and the assembled context look like. The dashboard and the
+export read them as they are; the API's output schemas are made from them
+(memoryapp.http.schemas.output_of), so a field added here is in the answer and in the
+OpenAPI document, and a docstring here is the schema's description there."""
 
-from typing import Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from pydantic import Field
+
+
+class _IsoTime:
+    """Marks a time: ISO 8601 text of an aware datetime in the core, a `date-time` in
+    the API (which writes it in UTC with milliseconds)."""
+
+    def __repr__(self) -> str:
+        return "TIME"
+
+
+TIME = _IsoTime()
+Time = Annotated[str, TIME]
 
 
 class Totals(TypedDict):
@@ -21,9 +35,9 @@ class SessionSummary(TypedDict):
     status: str
     metadata: dict[str, Any]
     ttl_seconds: int | None
-    created_at: str
-    last_activity_at: str
-    expires_at: str
+    created_at: Time
+    last_activity_at: Time
+    expires_at: Time
     totals: Totals
 
 
@@ -42,14 +56,14 @@ class HistoryMessage(TypedDict):
     role: str
     content: str
     token_count: int
-    created_at: str
+    created_at: Time
     name: NotRequired[str]
     tool_call_id: NotRequired[str]
     tool_calls: NotRequired[list[dict[str, Any]]]
     # A client's own id for the message, when it left the client's list, and its earlier
     # versions, removals and restorations ({"action", "at", "actor", ...}), oldest first.
     client_id: NotRequired[str]
-    removed_at: NotRequired[str]
+    removed_at: NotRequired[Time]
     revisions: NotRequired[list[dict[str, Any]]]
 
 
@@ -87,11 +101,17 @@ class FindingShape(TypedDict):
     stale: bool
     details: dict[str, Any] | None
     provenance: Provenance
-    updated_at: str
+    updated_at: Time
 
 
 class WhyShape(TypedDict):
-    """Why recall answered a memory (memoryapp.core.recall.Why)."""
+    """Why recall answered this memory: the query's words it holds (stop words never),
+    whether it names one of the query's identifiers (those come first), the similarity
+    of its vector to the query's (null: not among the nearest, or no vector yet), by how
+    much it exceeds the query's similarity to unrelated text (a memory found by meaning
+    alone needs 0.045) and the fused score that ordered it."""
+
+    # memoryapp.core.recall.Why, as recall writes it
 
     terms: list[str]
     identifier: bool
@@ -107,14 +127,15 @@ class MemoryShape(TypedDict):
     confidence: float
     status: str
     source: str
-    created_at: str
-    updated_at: str
+    created_at: Time
+    updated_at: Time
 
 
 class RecalledMemory(MemoryShape):
-    """A memory as recall answers it (memoryapp.core.recall)."""
+    """A memory as recall answers it: with why, when recalled for a query or a context
+    (null when listed without a query)."""
 
-    why: NotRequired[WhyShape]  # recalled for a query, or for the context
+    why: NotRequired[WhyShape]
 
 
 class WorkingItem(TypedDict):
@@ -146,12 +167,20 @@ class Cut(TypedDict):
     message_tokens: int
     working_items: int
     findings: int
-    folded_findings: int
+    folded_findings: Annotated[
+        int,
+        Field(
+            description="findings left out because a later one stands for them (the latest "
+            "todo list, the latest run of a command, one line per edited file)"
+        ),
+    ]
     memories: int
 
 
 class Context(TypedDict):
-    """Everything the agent gets back before a model call (`assemble_context`)."""
+    """Everything the agent gets back before a model call."""
+
+    # memoryapp.core.context.assemble_context
 
     conversation: list[HistoryMessage]
     working_context: dict[str, Any]

@@ -7,11 +7,17 @@ whole numbers as JSON writes them, every error's shape, and the one rule for nam
 from __future__ import annotations
 
 import functools
+import operator
+import types
+import typing
 import unicodedata
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Path, Schema
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, create_model
+
+from memoryapp.core.shapes import TIME
 
 
 class InputSchema(Schema):
@@ -26,6 +32,52 @@ class Output(Schema):
     error (a 500 the tests see), never a field silently dropped from the answer."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+# The output schema made from each of the core's shapes (memoryapp/core/shapes.py).
+_OUTPUTS: dict[type, type[Output]] = {}
+
+
+def output_of(shape: type, name: str, **added: Any) -> type[Output]:
+    """The API's output schema of one of the core's shapes, named `name`: the shape's
+    fields in its order and its docstring as the description; a time (shapes.Time) a
+    `date-time`; a key the core may leave out (NotRequired) null when it is left out; a
+    shape inside it the schema made from that shape (make that one first). `added`: the
+    fields the API adds to what the core answers, as pydantic's create_model takes them
+    (`summary=(SummaryOut | None, None)`)."""
+    fields: dict[str, Any] = {}
+    for field, hint in typing.get_type_hints(shape, include_extras=True).items():
+        annotation = _in_api(hint)
+        # Either says it (__required_keys__ misses a NotRequired under postponed annotations)
+        left_out = typing.get_origin(hint) is typing.NotRequired
+        if field in shape.__required_keys__ and not left_out:
+            fields[field] = (annotation, ...)
+        else:
+            fields[field] = (annotation | None, None)
+    model = create_model(name, __base__=Output, __doc__=shape.__doc__, **fields, **added)
+    _OUTPUTS[shape] = model
+    return model
+
+
+def _in_api(hint: Any) -> Any:
+    """A shape's annotation as the API's schema declares it."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.NotRequired:
+        return _in_api(args[0])
+    if origin is Annotated:
+        base, *metadata = args
+        if TIME in metadata:
+            return datetime
+        return Annotated[(_in_api(base), *metadata)]
+    if origin in (typing.Union, types.UnionType):
+        return functools.reduce(operator.or_, map(_in_api, args))
+    if origin is list:
+        return list[_in_api(args[0])]
+    if typing.is_typeddict(hint):
+        if hint not in _OUTPUTS:
+            raise LookupError(f"make the output schema of {hint.__name__} first")
+        return _OUTPUTS[hint]
+    return hint
 
 
 def _whole_number(value: Any) -> Any:
