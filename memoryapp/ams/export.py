@@ -17,41 +17,22 @@ created by the import (not in the document, or expired) is dropped.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from memoryapp.ams.models import MemoryRecord, RecordTag
 from memoryapp.ams.schemas import MEMORY_ID_PREFIX
-from memoryapp.core.export import BATCH, ImportConflict, Loc, MemoryExport
+from memoryapp.core.export import BATCH, Exported, ImportConflict, Loc
 from memoryapp.core.models import Agent, Memory, Session
-
-
-class AmsRecordExport(TypedDict):
-    """A memory's MemoryRecord and RecordTags, in the names its client uses (export only).
-    Text fields hold "" for none, as their columns do."""
-
-    id: str
-    memory_type: str
-    namespace: str
-    user_id: str
-    session_id: str
-    event_date: str | None
-    created_at: str
-    extracted_from: list[str] | None
-    # The key of the session whose working memory lists the record (null: none, or one
-    # not in the document).
-    working_memory: str | None
-    topics: list[str]
-    entities: list[str]
 
 
 def _is_memoryapps(record_id: str) -> bool:
     return record_id.startswith(MEMORY_ID_PREFIX)
 
 
-def _client_record_ids(memories: list[MemoryExport]) -> list[str]:
+def _client_record_ids(memories: list[Exported]) -> list[str]:
     """The client's record ids among these memories (not memoryapp's: those name the new
     memory's pk)."""
     return [m["ams"]["id"] for m in memories if "ams" in m and not _is_memoryapps(m["ams"]["id"])]
@@ -68,7 +49,7 @@ class Records:
             "ams_record__tags"
         )
 
-    def export(self, memory: Memory, sessions: set[int]) -> AmsRecordExport | None:
+    def export(self, memory: Memory, sessions: set[int]) -> Exported | None:
         try:
             record = memory.ams_record
         except MemoryRecord.DoesNotExist:
@@ -91,7 +72,7 @@ class Records:
             "entities": [t.value for t in tags if t.kind == RecordTag.Kind.ENTITY],
         }
 
-    def check(self, located: list[tuple[Loc, MemoryExport]]) -> list[tuple[Loc, str]]:
+    def check(self, located: list[tuple[Loc, Exported]]) -> list[tuple[Loc, str]]:
         problems = []
         record_ids: set[str] = set()
         for at, memory in located:
@@ -103,7 +84,7 @@ class Records:
                 record_ids.add(memory["ams"]["id"])
         return problems
 
-    def held(self, agent: Agent, memories: list[MemoryExport]) -> list[str]:
+    def held(self, agent: Agent, memories: list[Exported]) -> list[str]:
         """The client's record ids among `memories` that the agent has, sorted."""
         record_ids = _client_record_ids(memories)
         if not record_ids:
@@ -114,7 +95,7 @@ class Records:
     def write(
         self,
         agent: Agent,
-        written: list[tuple[Memory, MemoryExport]],
+        written: list[tuple[Memory, Exported]],
         created: dict[str, Session],
         renamed: dict[str, str],
         replace: bool,

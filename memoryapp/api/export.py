@@ -184,6 +184,8 @@ class ExportToolCall(InputSchema):
     success: StrictBool | None
     output_size: NonNegativeInt
     output_excerpt: str
+    # The whole output while extraction has not used it yet (null once it has: only the
+    # excerpt is kept then).
     output: str | None
     file_path: _text(1000)
     call_id: _text(200)
@@ -192,6 +194,7 @@ class ExportToolCall(InputSchema):
     fact: str
     fact_success: StrictBool | None
     finding: Id | None
+    # Not run: `finding` already answered it (the agent said so with `known_from`).
     skipped: StrictBool
     created_at: Moment
 
@@ -310,6 +313,8 @@ class ExportAmsRecord(InputSchema):
     event_date: Moment | None
     created_at: Moment
     extracted_from: Annotated[list[_text(200, 1)], Field(max_length=MAX_RECORDS)] | None
+    # The key of the session whose working memory lists the record (null: none, or one
+    # not in the document).
     working_memory: SessionKey | None
     topics: RecordTags
     entities: RecordTags

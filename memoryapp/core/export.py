@@ -13,12 +13,13 @@ settings.
 
 Each object is in the shape the API already answers for it (`session_summary`, the turn
 list's items, `message_dict`, `finding_dict`, the context item, the subtask, the memory),
-plus what an exact copy needs and the API does not show (marked "export only" below). Ids
-are the source database's; the document's cross references use them (a finding's tool
-call, a tool call's finding, a memory's replacement, a subtask's dependencies, the
-`superseded_by` in a memory event's snapshots) and an import maps them to the rows it
-creates. A reference to a memory not in the document (one deleted since) is exported as
-null, so that every document this module writes can be imported.
+plus what an exact copy needs and the API does not show (memoryapp/api/export.py's schema
+declares each object, once). Ids are the source database's; the document's cross
+references use them (a finding's tool call, a tool call's finding, a memory's
+replacement, a subtask's dependencies, the `superseded_by` in a memory event's
+snapshots) and an import maps them to the rows it creates. A reference to a memory not
+in the document (one deleted since) is exported as null, so that every document this
+module writes can be imported.
 
 Left out, on purpose: the rolling summary of pruned history (a cache: recomputed from the
 messages on the first read, the same text with the extractive summarizer), idempotency
@@ -52,7 +53,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
@@ -76,7 +77,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
-from memoryapp.core.shapes import FindingShape, HistoryMessage, MemoryShape, SessionSummary, Totals
+from memoryapp.core.shapes import HistoryMessage, Totals
 from memoryapp.lib import tokens
 
 FORMAT = "memoryapp-export"
@@ -88,162 +89,13 @@ BATCH = 500
 MEMORY_PAGE = 500
 
 
-class AgentSettings(TypedDict):
-    """The agent's settings, as `GET /agent` answers them."""
-
-    name: str
-    ttl_seconds: int
-    max_messages: int
-    token_budget: int
-    encoding: str
-    system_budget: int | None
-    conversation_budget: int | None
-    working_budget: int | None
-    long_term_budget: int | None
-    default_conversation_budget: int
-
-
-class EventExport(TypedDict):
-    """One change of a finding, context item or memory, as `GET /memories/{id}/history`
-    answers it."""
-
-    action: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    actor: str
-    created_at: str
-
-
-class ToolCallExport(TypedDict):
-    """A tool-call row (export only: the API takes tool calls but never shows them)."""
-
-    id: int
-    tool: str
-    query: str
-    success: bool | None
-    output_size: int
-    output_excerpt: str
-    # The whole output while extraction has not used it yet (null once it has: only the
-    # excerpt is kept then).
-    output: str | None
-    file_path: str
-    call_id: str
-    details: dict[str, Any] | None
-    kind: str
-    fact: str
-    fact_success: bool | None
-    finding: int | None
-    # Not run: `finding` already answered it (the agent said so with `known_from`).
-    skipped: bool
-    created_at: str
-
-
-class ExtractionExport(TypedDict):
-    """A turn's extraction job (export only)."""
-
-    status: str
-    attempts: int
-    last_error: str
-    findings_added: int
-    context_items_set: int
-    created_at: str
-    queued_at: str | None
-    finished_at: str | None
-
-
-class TurnExport(TypedDict):
-    """A turn as `GET /sessions/{key}/turns` lists it, with its tool-call rows and its
-    extraction job (export only)."""
-
-    iteration: int
-    message_count: int
-    input_tokens: int
-    output_tokens: int
-    tool_calls: int
-    timestamp: str
-    model: str
-    usage_source: str
-    first_seq: int
-    last_seq: int
-    calls: list[ToolCallExport]
-    extraction: ExtractionExport | None
-
-
-class FindingExport(FindingShape):
-    """`finding_dict`, plus (export only) its identity, creation time, the tool-call row
-    it last came from, and its history."""
-
-    identity: str
-    created_at: str
-    tool_call: int | None
-    history: list[EventExport]
-
-
-class EvidenceRef(TypedDict):
-    turn: int
-    seq: int | None
-    what: str
-
-
-class ContextItemExport(TypedDict):
-    """A working-context item as `GET …/context-items` lists it, plus (export only) its
-    creation time, evidence and history."""
-
-    key: str
-    value: Any
-    source: str
-    confidence: float
-    updated_at: str
-    created_at: str
-    evidence: list[EvidenceRef]
-    history: list[EventExport]
-
-
-class SubtaskExport(TypedDict):
-    """A subtask as `GET …/subtasks` lists it, plus (export only) its times."""
-
-    id: int
-    title: str
-    status: str
-    position: int
-    dependencies: list[int]
-    created_at: str
-    updated_at: str
-
-
-class MemoryExport(MemoryShape):
-    """`memory_dict` with `superseded_by` (as `GET /memories/{id}` answers), plus (export
-    only) its own expiry, access record and history, and a key for each section that has
-    something of this memory (`ams`: its record, when the Redis Agent Memory Server API
-    wrote it; absent otherwise)."""
-
-    superseded_by: int | None
-    expires_at: str | None
-    last_accessed_at: str | None
-    access_count: int
-    history: list[EventExport]
-
-
-class SessionExport(SessionSummary):
-    """`session_summary`, plus everything under the session."""
-
-    evidence: dict[str, Any] | None
-    turns: list[TurnExport]
-    messages: list[HistoryMessage]
-    findings: list[FindingExport]
-    context_items: list[ContextItemExport]
-    subtasks: list[SubtaskExport]
-    memories: list[MemoryExport]
-
-
-class ExportDocument(TypedDict):
-    format: str
-    version: int
-    scope: str
-    exported_at: str
-    agent: AgentSettings
-    sessions: list[SessionExport]
-    memories: list[MemoryExport]
+# An object of the document (an agent's settings, a session, a turn, a tool call, a finding,
+# a context item, a subtask, a memory, a change in a history): what the functions below
+# write and the import reads. Its fields and their bounds are declared once, by the schema
+# the import is checked against and the OpenAPI document publishes (ExportDocument and the
+# objects it holds, memoryapp/api/export.py); tests/test_export.py holds that an export
+# writes every field that schema declares and nothing else.
+Exported = dict[str, Any]
 
 
 # --- export -----------------------------------------------------------------------------------
@@ -253,7 +105,7 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
-def agent_settings(agent: Agent) -> AgentSettings:
+def agent_settings(agent: Agent) -> Exported:
     return {
         "name": agent.name,
         "ttl_seconds": agent.ttl_seconds,
@@ -268,7 +120,7 @@ def agent_settings(agent: Agent) -> AgentSettings:
     }
 
 
-def _event(event: MemoryEvent, known_memories: set[int] | None) -> EventExport:
+def _event(event: MemoryEvent, known_memories: set[int] | None) -> Exported:
     before, after = event.before, event.after
     if event.target_kind == MemoryEvent.Target.MEMORY and known_memories is not None:
         before, after = (_known_refs(s, known_memories) for s in (before, after))
@@ -314,13 +166,13 @@ def _with_sections(memories: QuerySet[Memory]) -> QuerySet[Memory]:
 
 def _memory_export(
     memory: Memory, history: list[MemoryEvent], known: set[int] | None, sessions: set[int]
-) -> MemoryExport:
+) -> Exported:
     """`sessions`: the ids of the document's sessions (a section may keep a reference to
     one of them: a record's working memory)."""
     superseded_by = memory.superseded_by_id
     if known is not None and superseded_by not in known:
         superseded_by = None
-    exported: MemoryExport = {
+    exported: Exported = {
         **memory_dict(memory),
         "superseded_by": superseded_by,
         "expires_at": _iso(memory.expires_at),
@@ -337,7 +189,7 @@ def _memory_export(
 
 def _memories_export(
     agent: Agent, memories: list[Memory], known: set[int] | None, sessions: set[int]
-) -> list[MemoryExport]:
+) -> list[Exported]:
     history = _histories(agent, {MemoryEvent.Target.MEMORY: [m.pk for m in memories]})
     return [
         _memory_export(m, history.get((MemoryEvent.Target.MEMORY, m.pk), []), known, sessions)
@@ -349,7 +201,7 @@ def session_export(
     session: Session,
     known_memories: set[int] | None = None,
     known_sessions: set[int] | None = None,
-) -> SessionExport:
+) -> Exported:
     """Everything under `session`, in a constant number of queries. Call inside a
     transaction holding the session's row lock: every writer to a session takes it, so
     what is read is one consistent state. `known_memories`, `known_sessions`: the ids of
@@ -381,7 +233,7 @@ def session_export(
         },
     )
 
-    def changes(kind: str, pk: int) -> list[EventExport]:
+    def changes(kind: str, pk: int) -> list[Exported]:
         return [_event(e, known_memories) for e in history.get((kind, pk), [])]
 
     return {
@@ -410,7 +262,7 @@ def session_export(
     }
 
 
-def _turns_export(session: Session) -> list[TurnExport]:
+def _turns_export(session: Session) -> list[Exported]:
     """The session's turns, each with its tool calls and extraction job, in three queries."""
     turns = Turn.objects.filter(session=session, iteration__lte=session.turn_count)
     turns = list(turns.order_by("iteration"))
@@ -420,13 +272,13 @@ def _turns_export(session: Session) -> list[TurnExport]:
         .order_by("id")
     )
     jobs = {job.turn_id: job for job in ExtractionJob.objects.filter(session=session)}
-    calls_of: dict[int, list[ToolCallExport]] = {}
+    calls_of: dict[int, list[Exported]] = {}
     for call in calls:
         calls_of.setdefault(call.turn_id, []).append(_tool_call_export(call))
     return [_turn_export(t, calls_of.get(t.pk, []), jobs.get(t.pk)) for t in turns]
 
 
-def _tool_call_export(call: ToolCall) -> ToolCallExport:
+def _tool_call_export(call: ToolCall) -> Exported:
     pending = getattr(call, "pending_output", None)
     return {
         "id": call.pk,
@@ -448,7 +300,7 @@ def _tool_call_export(call: ToolCall) -> ToolCallExport:
     }
 
 
-def _finding_export(finding: Finding, stale: bool, history: list[EventExport]) -> FindingExport:
+def _finding_export(finding: Finding, stale: bool, history: list[Exported]) -> Exported:
     return {
         **finding_dict(finding, stale),
         "identity": finding.identity,
@@ -458,7 +310,7 @@ def _finding_export(finding: Finding, stale: bool, history: list[EventExport]) -
     }
 
 
-def _context_item_export(item: ContextItem, history: list[EventExport]) -> ContextItemExport:
+def _context_item_export(item: ContextItem, history: list[Exported]) -> Exported:
     return {
         "key": item.key,
         "value": item.value,
@@ -471,7 +323,7 @@ def _context_item_export(item: ContextItem, history: list[EventExport]) -> Conte
     }
 
 
-def _subtask_export(task: Subtask) -> SubtaskExport:
+def _subtask_export(task: Subtask) -> Exported:
     return {
         "id": task.pk,
         "title": task.title,
@@ -483,8 +335,8 @@ def _subtask_export(task: Subtask) -> SubtaskExport:
     }
 
 
-def _turn_export(turn: Turn, calls: list[ToolCallExport], job: ExtractionJob | None) -> TurnExport:
-    extraction: ExtractionExport | None = None
+def _turn_export(turn: Turn, calls: list[Exported], job: ExtractionJob | None) -> Exported:
+    extraction: Exported | None = None
     if job is not None:
         extraction = {
             "status": job.status,
@@ -513,7 +365,7 @@ def read_session(
     session_id: int,
     known_memories: set[int] | None = None,
     known_sessions: set[int] | None = None,
-) -> SessionExport | None:
+) -> Exported | None:
     """The export of one session, read under its row lock; None when it is gone."""
     with transaction.atomic():
         session = (
@@ -575,7 +427,7 @@ def stream_agent(agent: Agent, now: datetime | None = None) -> Iterator[str]:
     known_sessions = set(session_ids)
     gone: list[int] = []  # sessions removed while the export ran: their memories stay
 
-    def sessions() -> Iterator[SessionExport]:
+    def sessions() -> Iterator[Exported]:
         for session_id in session_ids:
             exported = read_session(session_id, memory_ids, known_sessions)
             if exported is None:
@@ -583,7 +435,7 @@ def stream_agent(agent: Agent, now: datetime | None = None) -> Iterator[str]:
             else:
                 yield exported
 
-    def memories() -> Iterator[MemoryExport]:
+    def memories() -> Iterator[Exported]:
         own = _with_sections(Memory.objects.for_agent(agent)).filter(
             Q(session__isnull=True) | Q(session__expires_at__lte=now) | Q(session_id__in=gone),
             id__lte=last_memory,
@@ -635,12 +487,12 @@ class MemorySection(Protocol):
         of the document's sessions."""
         ...
 
-    def check(self, located: list[tuple[Loc, MemoryExport]]) -> list[tuple[Loc, str]]:
+    def check(self, located: list[tuple[Loc, Exported]]) -> list[tuple[Loc, str]]:
         """What is wrong with the document's sections that the schema cannot say, given
         every memory with where it is."""
         ...
 
-    def held(self, agent: Agent, memories: list[MemoryExport]) -> list[str]:
+    def held(self, agent: Agent, memories: list[Exported]) -> list[str]:
         """What the memories' sections name that the agent has already (an import
         conflict unless `replace`), sorted."""
         ...
@@ -648,7 +500,7 @@ class MemorySection(Protocol):
     def write(
         self,
         agent: Agent,
-        written: list[tuple[Memory, MemoryExport]],
+        written: list[tuple[Memory, Exported]],
         created: dict[str, Session],
         renamed: dict[str, str],
         replace: bool,
@@ -691,7 +543,7 @@ class _Problems(list):
             self.append((loc, message))
 
 
-def _check_session(at: Loc, session: SessionExport, problems: _Problems, memory_ids: set) -> None:
+def _check_session(at: Loc, session: Exported, problems: _Problems, memory_ids: set) -> None:
     """Numbering first: past a gap or a bad turn range the rest would only repeat it."""
     if not _check_messages(at, session["messages"], problems):
         return
@@ -720,7 +572,7 @@ def _check_messages(at: Loc, messages: list[HistoryMessage], problems: _Problems
     return True
 
 
-def _check_turns(at: Loc, turns: list[TurnExport], message_count: int, problems: _Problems) -> bool:
+def _check_turns(at: Loc, turns: list[Exported], message_count: int, problems: _Problems) -> bool:
     """Iterations 1, 2, …, each turn's messages after the previous turn's, tool-call ids
     unique; False at the first bad iteration or range."""
     last = 0
@@ -747,7 +599,7 @@ def _check_turns(at: Loc, turns: list[TurnExport], message_count: int, problems:
     return True
 
 
-def _check_totals(at: Loc, session: SessionExport, problems: _Problems) -> None:
+def _check_totals(at: Loc, session: Exported, problems: _Problems) -> None:
     messages, turns = session["messages"], session["turns"]
     totals: Totals = {
         "messages": len(messages),
@@ -761,9 +613,7 @@ def _check_totals(at: Loc, session: SessionExport, problems: _Problems) -> None:
             problems.add((*at, "totals", name), f"the rows give {value}")
 
 
-def _check_findings(
-    at: Loc, session: SessionExport, problems: _Problems, memory_ids: set
-) -> set[int]:
+def _check_findings(at: Loc, session: Exported, problems: _Problems, memory_ids: set) -> set[int]:
     """Ids and identities unique, provenance and history that resolve; answers the ids."""
     finding_ids: set[int] = set()
     identities: set[str] = set()
@@ -783,9 +633,9 @@ def _check_findings(
 
 def _check_provenance(
     where: Loc,
-    finding: FindingExport,
-    session: SessionExport,
-    calls: dict[int, ToolCallExport],
+    finding: Exported,
+    session: Exported,
+    calls: dict[int, Exported],
     problems: _Problems,
 ) -> None:
     """The finding's turn, message and tool call are the session's, and its provenance
@@ -808,7 +658,7 @@ def _check_provenance(
 
 
 def _check_call_findings(
-    at: Loc, turns: list[TurnExport], finding_ids: set[int], problems: _Problems
+    at: Loc, turns: list[Exported], finding_ids: set[int], problems: _Problems
 ) -> None:
     for turn_index, turn in enumerate(turns):
         for j, call in enumerate(turn["calls"]):
@@ -820,7 +670,7 @@ def _check_call_findings(
 
 
 def _check_context_items(
-    at: Loc, items: list[ContextItemExport], problems: _Problems, memory_ids: set
+    at: Loc, items: list[Exported], problems: _Problems, memory_ids: set
 ) -> None:
     keys: set[str] = set()
     for i, item in enumerate(items):
@@ -830,7 +680,7 @@ def _check_context_items(
         _check_history((*at, "context_items", i, "history"), item["history"], problems, memory_ids)
 
 
-def _check_subtasks(at: Loc, subtasks: list[SubtaskExport], problems: _Problems) -> None:
+def _check_subtasks(at: Loc, subtasks: list[Exported], problems: _Problems) -> None:
     task_ids = [t["id"] for t in subtasks]
     if len(set(task_ids)) != len(task_ids):
         problems.add((*at, "subtasks"), "subtask ids are unique")
@@ -842,7 +692,7 @@ def _check_subtasks(at: Loc, subtasks: list[SubtaskExport], problems: _Problems)
             problems.add((*at, "subtasks", i, "dependencies"), "a dependency is named once")
 
 
-def _check_history(at: Loc, history: list[EventExport], problems: _Problems, memory_ids) -> None:
+def _check_history(at: Loc, history: list[Exported], problems: _Problems, memory_ids) -> None:
     for i, event in enumerate(history):
         for side in ("before", "after"):
             ref = (event[side] or {}).get("superseded_by")
@@ -850,7 +700,7 @@ def _check_history(at: Loc, history: list[EventExport], problems: _Problems, mem
                 problems.add((*at, i, side, "superseded_by"), "no such memory in the document")
 
 
-def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc, str]]:
+def check_document(document: Exported, keys: list[str]) -> list[tuple[Loc, str]]:
     """What the schema cannot check: numbering, turn ranges, totals, unique ids and keys,
     references. `keys`: each session's key as it will be stored."""
     problems = _Problems()
@@ -858,7 +708,7 @@ def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc,
     memory_ids = {m["id"] for m in memories}
     if len(memory_ids) != len(memories):
         problems.add(("memories",), "memory ids are unique across the document")
-    located: list[tuple[Loc, MemoryExport]] = [
+    located: list[tuple[Loc, Exported]] = [
         (("sessions", i, "memories", j), m)
         for i, s in enumerate(document["sessions"])
         for j, m in enumerate(s["memories"])
@@ -886,7 +736,7 @@ def check_document(document: ExportDocument, keys: list[str]) -> list[tuple[Loc,
     return list(problems)
 
 
-def _check_replacement_chains(memories: list[MemoryExport], problems: _Problems) -> None:
+def _check_replacement_chains(memories: list[Exported], problems: _Problems) -> None:
     """A memory is replaced by a newer one, never (through others) by itself: revising
     makes chains, and a loop is a document no server wrote."""
     replaced_by = {m["id"]: m["superseded_by"] for m in memories}
@@ -901,7 +751,7 @@ def _check_replacement_chains(memories: list[MemoryExport], problems: _Problems)
             current = replaced_by.get(current)
 
 
-def _check_memory(at: Loc, memory: MemoryExport, problems: _Problems, memory_ids: set) -> None:
+def _check_memory(at: Loc, memory: Exported, problems: _Problems, memory_ids: set) -> None:
     if memory["superseded_by"] is not None and memory["superseded_by"] not in memory_ids:
         problems.add((*at, "superseded_by"), "no such memory in the document")
     _check_history((*at, "history"), memory["history"], problems, memory_ids)
@@ -909,7 +759,7 @@ def _check_memory(at: Loc, memory: MemoryExport, problems: _Problems, memory_ids
 
 def import_document(
     agent: Agent,
-    document: ExportDocument,
+    document: Exported,
     *,
     session_key: str | None = None,
     replace: bool = False,
@@ -948,7 +798,7 @@ def import_document(
                 raise ImportConflict([], held)
 
     memory_map: dict[int, Memory] = {}
-    written: list[tuple[Memory, MemoryExport]] = []
+    written: list[tuple[Memory, Exported]] = []
     queued: list[int] = []
     created: dict[str, Session] = {}  # by the key the document gives
     with transaction.atomic():
@@ -974,7 +824,7 @@ def import_document(
     return result
 
 
-def _apply_settings(agent: Agent, settings: AgentSettings) -> None:
+def _apply_settings(agent: Agent, settings: Exported) -> None:
     names = [
         "ttl_seconds",
         "max_messages",
@@ -991,7 +841,7 @@ def _apply_settings(agent: Agent, settings: AgentSettings) -> None:
 
 
 def _make_session(
-    agent: Agent, key: str, session: SessionExport, replace: bool, now: datetime
+    agent: Agent, key: str, session: Exported, replace: bool, now: datetime
 ) -> Session:
     """The new session row, once any session holding its key is gone: an expired one is
     removed as TTL cleanup would, a live one too when `replace` (else a conflict)."""
@@ -1034,7 +884,7 @@ def _make_session(
     return row
 
 
-def _write_conversation(session: Session, exported: SessionExport, now: datetime) -> list[int]:
+def _write_conversation(session: Session, exported: Exported, now: datetime) -> list[int]:
     """Turns, messages, tool calls, extraction jobs, findings, working context and
     subtasks, with their history. Answers the ids of the extraction jobs to dispatch."""
     turns = _write_turns(session, exported["turns"])
@@ -1060,7 +910,7 @@ def _write_conversation(session: Session, exported: SessionExport, now: datetime
     return queued
 
 
-def _write_turns(session: Session, exported: list[TurnExport]) -> list[Turn]:
+def _write_turns(session: Session, exported: list[Exported]) -> list[Turn]:
     return Turn.objects.bulk_create(
         [
             Turn(
@@ -1114,7 +964,7 @@ def _write_messages(
 
 
 def _write_tool_calls(
-    session: Session, exported: list[TurnExport], turns: list[Turn]
+    session: Session, exported: list[Exported], turns: list[Turn]
 ) -> dict[int, ToolCall]:
     """The turns' tool-call rows (not linked to their findings yet) and the whole outputs
     extraction has yet to use; answers the rows by exported id."""
@@ -1149,7 +999,7 @@ def _write_tool_calls(
 
 
 def _write_jobs(
-    session: Session, exported: list[TurnExport], turns: list[Turn], now: datetime
+    session: Session, exported: list[Exported], turns: list[Turn], now: datetime
 ) -> list[int]:
     """The turns' extraction jobs; answers the ids of those to dispatch."""
     jobs = []
@@ -1179,7 +1029,7 @@ def _write_jobs(
 
 def _write_findings(
     session: Session,
-    exported: list[FindingExport],
+    exported: list[Exported],
     turns: list[Turn],
     messages: list[Message],
     calls: dict[int, ToolCall],
@@ -1213,9 +1063,9 @@ def _write_findings(
 
 
 def _link_calls_to_findings(
-    exported: list[TurnExport],
+    exported: list[Exported],
     calls: dict[int, ToolCall],
-    exported_findings: list[FindingExport],
+    exported_findings: list[Exported],
     findings: list[Finding],
 ) -> None:
     """Each tool call's finding, once both have rows."""
@@ -1229,7 +1079,7 @@ def _link_calls_to_findings(
     ToolCall.objects.bulk_update(linked, ["finding"], batch_size=BATCH)
 
 
-def _write_context_items(session: Session, exported: list[ContextItemExport]) -> list[ContextItem]:
+def _write_context_items(session: Session, exported: list[Exported]) -> list[ContextItem]:
     items = ContextItem.objects.bulk_create(
         [
             ContextItem(
@@ -1248,7 +1098,7 @@ def _write_context_items(session: Session, exported: list[ContextItemExport]) ->
     return items
 
 
-def _write_subtasks(session: Session, exported: list[SubtaskExport]) -> None:
+def _write_subtasks(session: Session, exported: list[Exported]) -> None:
     """The subtasks, then their dependencies."""
     tasks = Subtask.objects.bulk_create(
         [
@@ -1280,8 +1130,8 @@ def _set_times(model, rows: list, exported: list[dict]) -> None:
 
 
 def _make_memories(
-    agent: Agent, session: Session | None, exported: list[MemoryExport], memory_map: dict
-) -> list[tuple[Memory, MemoryExport]]:
+    agent: Agent, session: Session | None, exported: list[Exported], memory_map: dict
+) -> list[tuple[Memory, Exported]]:
     rows = Memory.objects.bulk_create(
         [
             Memory(
@@ -1307,7 +1157,7 @@ def _make_memories(
 
 
 def _link_memories(
-    agent: Agent, written: list[tuple[Memory, MemoryExport]], memory_map: dict[int, Memory]
+    agent: Agent, written: list[tuple[Memory, Exported]], memory_map: dict[int, Memory]
 ) -> None:
     """Replacements, times and history, once every memory of the document has its row."""
     for row, m in written:
