@@ -62,14 +62,9 @@ def main() -> int:
     from django.core.management import call_command
     from django.test import Client
 
-    from memoryapp.core.conversation import (
-        MessageInput,
-        ToolCallInput,
-        TurnInput,
-        append_turn,
-        roll_summary_ahead,
-    )
+    from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
     from memoryapp.core.models import Agent, ContextItem, Finding, Memory, Session
+    from memoryapp.core.summaries import roll_summary_ahead
     from memoryapp.dashboard.models import Membership
 
     call_command("migrate", verbosity=0)

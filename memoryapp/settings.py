@@ -241,7 +241,7 @@ CACHES = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "memoryapp",
-            # Rate limits fail open when Redis is down (core/ratelimit.py): never wait long.
+            # Rate limits fail open when Redis is down (http/ratelimit.py): never wait long.
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
         if REDIS_URL

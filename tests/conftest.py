@@ -72,7 +72,7 @@ def fresh_rate_limits():
             client.delete(key)
     else:
         cache.clear()
-    from memoryapp.core import ratelimit
+    from memoryapp.http import ratelimit
 
     ratelimit.reset_cache_backoff()
     yield

@@ -23,8 +23,8 @@ import pytest
 from django.test import Client
 
 from memoryapp.ams.models import MemoryRecord
-from memoryapp.core import ratelimit
 from memoryapp.core.models import ContextItem, Memory, MemoryEvent, Message, Session, Turn
+from memoryapp.http import ratelimit
 from tests.conftest import ApiClient, logged_in_member, turn
 
 BASE = "/api/v1"

@@ -18,8 +18,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memoryapp.core import search as fulltext
-from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, restore_history
+from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, Finding, Memory, Message, Session, Turn
+from memoryapp.core.restore import restore_history
 from memoryapp.dashboard import charts
 from memoryapp.dashboard.settings_views import AgentSettingsForm
 from memoryapp.dashboard.templatetags.numbers import format_duration

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memoryapp.core import conversation
+from memoryapp.core import conversation, restore
 from memoryapp.core.models import ExtractionJob, IdempotencyRecord, Message, Session, Turn
 from tests.conftest import without_times
 
@@ -346,7 +346,7 @@ def test_a_history_message_is_written_in_one_step_as_in_two(columns):
 
     from memoryapp.api import answers
     from memoryapp.api.schemas import HistoryMessageOut
-    from memoryapp.core.conversation import message_dict
+    from memoryapp.core.restore import message_dict
 
     row = {"seq": 3, "role": "tool", "content": "ok", "token_count": 5,
            "created_at": "2026-11-24T05:17:38.487535+00:00", "name": "", "tool_call_id": "",
@@ -756,16 +756,11 @@ def test_a_restore_keeps_what_the_reference_pruning_keeps(agent, monkeypatch):
     as message_dict gives it from the model."""
     import random
 
-    from memoryapp.core.conversation import (
-        MessageInput,
-        TurnInput,
-        append_turn,
-        message_dict,
-        restore_history,
-    )
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.core.restore import message_dict, restore_history
     from memoryapp.lib.pruning import MessageCost, prune
 
-    monkeypatch.setattr(conversation, "_HISTORY_PAGE", 7)  # many pages, and page edges
+    monkeypatch.setattr(restore, "_HISTORY_PAGE", 7)  # many pages, and page edges
     rng = random.Random(13)
     roles = ["system", "user", "assistant", "tool", "user", "assistant"]
     batch = [
@@ -804,7 +799,8 @@ def test_a_restore_that_fits_answers_as_the_general_path(agent, monkeypatch, cou
     """A session whose every message fits is written as stored (lib.pruning.keeps_all)
     with the counts the general path answers, also when the session's stored totals
     disagree with its rows (pruned_count and pruned_tokens come from the totals)."""
-    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn, restore_history
+    from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+    from memoryapp.core.restore import restore_history
 
     batch = [
         MessageInput(role=("user", "assistant")[n % 2], content=f"step {n}") for n in range(60)
@@ -814,7 +810,7 @@ def test_a_restore_that_fits_answers_as_the_general_path(agent, monkeypatch, cou
     session = Session.objects.get(agent=agent, key="r")
     for max_messages, max_tokens in ((60, 10_000), (61, 10_000), (500, 10_000_000)):
         fitted = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
-        monkeypatch.setattr(conversation, "keeps_all", lambda *a, **k: None)
+        monkeypatch.setattr(restore, "keeps_all", lambda *a, **k: None)
         chosen = restore_history(session, max_messages=max_messages, max_tokens=max_tokens)
         monkeypatch.undo()
         assert fitted == chosen and len(fitted["messages"]) == 60
@@ -1026,7 +1022,7 @@ def test_context_keeps_the_longest_prefix_of_findings_that_fits(agent, working_b
 def test_rolling_ahead_reads_nothing_for_a_session_that_fits(api, agent):
     """The worker's roll-ahead costs a session whose whole history fits no query at all
     (most sessions, most of the time); one over its max_messages it restores."""
-    from memoryapp.core.conversation import roll_summary_ahead
+    from memoryapp.core.summaries import roll_summary_ahead
 
     api.post("/api/v1/sessions/small/turns", BODY)
     session = Session.objects.select_related("agent").get(key="small")
@@ -1207,10 +1203,10 @@ def test_recording_a_change_does_not_read_its_session_again(agent):
     [(100, 100_000), (6, 100_000), (100, 120), (7, 90), (2, 100_000), (0, 100_000), (100, 5)],
 )
 def test_the_pruned_point_is_the_restores(api, agent, max_messages, max_tokens):
-    """conversation.pruned_point (the worker's roll-ahead) reads only each message's seq,
+    """restore.pruned_point (the worker's roll-ahead) reads only each message's seq,
     role and tokens: it must prune exactly where restore_history does, whatever binds
     (count, tokens, system messages alone over the limit, a tool result at the edge)."""
-    from memoryapp.core.conversation import pruned_point, pruned_through, restore_history
+    from memoryapp.core.restore import pruned_point, pruned_through, restore_history
 
     api.post("/api/v1/sessions/s/turns", BODY)  # system, user, assistant call, tool result
     for n in range(4):

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memoryapp.core import ratelimit
 from memoryapp.core.models import ApiKey, Session
+from memoryapp.http import ratelimit
 from tests.conftest import ApiClient, logged_in_member, turn
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,6 @@ from django.test import Client
 
 from memoryapp.core import cleanup
 from memoryapp.core.context import assemble_context
-from memoryapp.core.conversation import restore_history
 from memoryapp.core.models import (
     Agent,
     ApiKey,
@@ -34,6 +33,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
+from memoryapp.core.restore import restore_history
 from memoryapp.dashboard.models import Membership
 
 pytestmark = pytest.mark.django_db

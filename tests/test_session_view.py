@@ -177,7 +177,7 @@ def test_the_page_assembles_the_context_once(agent, viewer, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(context_module, "restore_history", counting)
-    monkeypatch.setattr("memoryapp.core.conversation.restore_history", counting)
+    monkeypatch.setattr("memoryapp.core.restore.restore_history", counting)
     assert viewer.get("/agents/coder/sessions/s/").status_code == 200
     assert len(calls) == 1
 

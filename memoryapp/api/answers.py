@@ -141,7 +141,7 @@ def _model_shaper(model: type[BaseModel]) -> Shaper:
 
 
 def history_message(m: dict[str, Any]) -> dict[str, Any]:
-    """A message's columns (conversation.MESSAGE_FIELDS) as HistoryMessageOut writes
+    """A message's columns (restore.MESSAGE_FIELDS) as HistoryMessageOut writes
     them: what message_dict then its shaper write, in one step (writing and shaping 100
     messages in process: 0.38 -> 0.23 ms, and 0.65 -> 0.29 in a slower hour);
     tests/test_fast_paths.py checks it against both."""

@@ -20,8 +20,10 @@ from memoryapp.api.schemas import (
     FindingRecorded,
 )
 from memoryapp.core.context import finding_dict
+from memoryapp.core.known import check_call
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Finding
+from memoryapp.core.shapes import FindingCheck
 from memoryapp.http.common import READ, READ_ONE, WRITE, WRITE_ONE, actor, live_session
 from memoryapp.http.schemas import SessionKeyInPath
 
@@ -68,17 +70,9 @@ def post_finding(request: HttpRequest, key: SessionKeyInPath, payload: FindingIn
     return Status(201 if created else 200, {"created": created, "finding": finding_dict(finding)})
 
 
-def _check(request: HttpRequest, key: str, tool: str, query: str) -> dict:
-    session = live_session(request, key, missing_ok=True)  # none yet: nothing is known
-    finding = Finding.known(session, tool, query) if session is not None else None
-    stale = finding.is_stale() if finding is not None else False
-    related = Finding.related_to(session, tool, query) if session is not None else []
-    return {
-        "known": finding is not None and not stale,
-        "stale": stale,
-        "finding": finding_dict(finding, stale) if finding else None,
-        "related": [{"finding": finding_dict(f), "why": why} for f, why in related],
-    }
+def _check(request: HttpRequest, key: str, tool: str, query: str) -> FindingCheck:
+    # A session that does not exist yet knows nothing (200, not 404).
+    return check_call(live_session(request, key, missing_ok=True), tool, query)
 
 
 @router.get("/sessions/{key}/findings/check", response={200: FindingCheckOut, **READ})

@@ -356,19 +356,9 @@ class FindingRecorded(Output):
     finding: FindingOut
 
 
-class RelatedFindingOut(Output):
-    finding: FindingOut
-    why: str
+RelatedFindingOut = output_of(shapes.RelatedFinding, "RelatedFindingOut")
 
-
-class FindingCheckOut(Output):
-    known: bool
-    stale: bool
-    finding: FindingOut | None
-    related: list[RelatedFindingOut] = Field(
-        description="earlier findings that cover this call without being its answer "
-        "(at most 5, newest first), each with why"
-    )
+FindingCheckOut = output_of(shapes.FindingCheck, "FindingCheckOut")
 
 
 # --- long-term memories -------------------------------------------------------------------

@@ -30,7 +30,6 @@ from memoryapp.api.schemas import (
     TurnPage,
 )
 from memoryapp.core.conversation import (
-    MESSAGE_FIELDS,
     IdempotencyConflict,
     MessageInput,
     ToolCallInput,
@@ -38,12 +37,11 @@ from memoryapp.core.conversation import (
     UnknownFinding,
     append_turn,
     lock_session,
-    pruned_through,
-    restore_history,
     session_summary,
 )
 from memoryapp.core.limits import MAX_INT, MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET
 from memoryapp.core.models import Message, Session, Subtask, Turn
+from memoryapp.core.restore import MESSAGE_FIELDS, pruned_through, restore_history
 from memoryapp.core.stats import session_stats
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.http.common import (

@@ -34,7 +34,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from memoryapp.core import recall
-from memoryapp.core.conversation import pruned_through, restore_history
 from memoryapp.core.dispatch import after_answer
 from memoryapp.core.models import (
     ContextItem,
@@ -44,6 +43,7 @@ from memoryapp.core.models import (
     Subtask,
     ToolCall,
 )
+from memoryapp.core.restore import pruned_through, restore_history
 from memoryapp.core.shapes import Context, Cut, FindingShape, RecalledMemory
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt

@@ -60,7 +60,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memoryapp.core.context import finding_dict, memory_dict
-from memoryapp.core.conversation import message_dict, session_summary
+from memoryapp.core.conversation import session_summary
 from memoryapp.core.dispatch import dispatch_extraction
 from memoryapp.core.models import (
     SELF,
@@ -77,6 +77,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
+from memoryapp.core.restore import message_dict
 from memoryapp.core.shapes import HistoryMessage, Totals
 from memoryapp.lib import tokens
 

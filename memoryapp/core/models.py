@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from memoryapp.core.shapes import Totals
 from memoryapp.lib import diff, extraction, relevance
-from memoryapp.lib import related as related_rule
 from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
 from memoryapp.lib.matching import queries_match
@@ -539,20 +538,6 @@ class Finding(SessionItemOnDashboard, models.Model):
             if queries_match(finding.query, key.display):
                 return finding
         return None
-
-    @classmethod
-    def related_to(cls, session: Session, tool: str, query: str) -> list[tuple[Finding, str]]:
-        """Earlier findings that cover `tool(query)` without answering it exactly, each
-        with why (memoryapp.lib.related), of the session's newest 500."""
-        kind, key = cls.key_for(tool, query, session.cwd)
-        earlier = list(
-            cls.objects.filter(session=session)
-            .exclude(identity=key.digest)
-            .order_by("-updated_at", "-id")[:500]
-        )
-        new = related_rule.Call(kind, key.display, key.path)
-        calls = [related_rule.Call(f.kind, f.query, f.file_path) for f in earlier]
-        return [(earlier[r.index], r.why) for r in related_rule.related(new, calls)]
 
     def is_stale(self) -> bool:
         """A read is stale when its file was changed after it was read (`stale_among`)."""

@@ -104,6 +104,28 @@ class FindingShape(TypedDict):
     updated_at: Time
 
 
+class RelatedFinding(TypedDict):
+    finding: FindingShape
+    why: str
+
+
+class FindingCheck(TypedDict):
+    """Whether a tool call's answer is already known: `known` only for the same call
+    exactly; a read of a file changed since is `stale` instead."""
+
+    # memoryapp.core.known.check_call
+    known: bool
+    stale: bool
+    finding: FindingShape | None
+    related: Annotated[
+        list[RelatedFinding],
+        Field(
+            description="earlier findings that cover this call without being its answer "
+            "(at most 5, newest first), each with why"
+        ),
+    ]
+
+
 class WhyShape(TypedDict):
     """Why recall answered this memory: the query's words it holds (stop words never),
     whether it names one of the query's identifiers (those come first), the similarity

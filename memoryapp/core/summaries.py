@@ -19,8 +19,9 @@ from django.db import connection
 from django.utils import timezone
 
 from memoryapp.core.models import Message, Session, ToolCall
+from memoryapp.core.restore import pruned_point
 from memoryapp.core.shapes import Summary
-from memoryapp.lib import summarize
+from memoryapp.lib import summarize, tokens
 from memoryapp.lib.extraction import ToolCallData, extract
 from memoryapp.lib.extraction.text import one_line
 
@@ -242,7 +243,7 @@ def summarize_pruned(
     forward over what was pruned since the last time. None when nothing was pruned.
     `limits`: the (max_messages, max_tokens) of the restore that pruned there; stored with
     a summary this call rolls, the worker then rolls ahead for them (see
-    conversation.roll_summary_ahead).
+    roll_summary_ahead).
     At most `MAX_MESSAGES_PER_CALL` messages are read in one call, oldest first; the span
     beyond is named in the summary as not summarised yet, and the next calls go on from
     where this one stopped (`covers_through_seq` says how far it got). A summary never
@@ -294,3 +295,25 @@ def summarize_pruned(
         "stale": False,
         "error": None,
     }
+
+
+def roll_summary_ahead(session: Session) -> None:
+    """Roll forward the summary the agent's next restore will want: pruned by the limits
+    of the restore that rolled it last (Session.summary_max_messages/_tokens: its /context
+    when that is what the agent reads, else the default restore, the agent's max_messages
+    and conversation budget), so that restore finds it current. The extraction worker
+    calls it after each turn: the agent's restore then does not wait for the roll (a
+    restore that finds it behind still rolls it itself)."""
+    agent = session.agent
+    max_messages = session.summary_max_messages
+    max_tokens = session.summary_max_tokens
+    if max_messages is None or max_tokens is None:
+        max_messages, max_tokens = agent.max_messages, agent.default_conversation_budget()
+    if (
+        session.message_count <= max_messages
+        and session.token_count + tokens.REPLY_PRIMING_TOKENS <= max_tokens
+    ):
+        return  # it all fits: nothing pruned to summarize (a restore reads nothing more)
+    pruned, through = pruned_point(session, max_messages=max_messages, max_tokens=max_tokens)
+    if pruned:
+        summarize_pruned(session, through)

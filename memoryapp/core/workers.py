@@ -19,7 +19,6 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from memoryapp.core.conversation import roll_summary_ahead
 from memoryapp.core.models import (
     ContextItem,
     ExtractionJob,
@@ -29,6 +28,7 @@ from memoryapp.core.models import (
     Session,
     ToolCall,
 )
+from memoryapp.core.summaries import roll_summary_ahead
 from memoryapp.lib.extraction import ToolCallData, context, extract, kinds
 
 logger = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ def _finish(
 
 def _summarize_ahead(session: Session) -> None:
     """After a turn's extraction, in the worker: the summary the agent's next restore
-    wants rolled forward (conversation.roll_summary_ahead), from the session row
+    wants rolled forward (summaries.roll_summary_ahead), from the session row
     the job read under its lock. Never fails the job: a restore rolls it itself when it
     is behind."""
     try:

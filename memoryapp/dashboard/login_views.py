@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 
-from memoryapp.core import ratelimit
+from memoryapp.http import ratelimit
 from memoryapp.http.auth import client_address
 
 

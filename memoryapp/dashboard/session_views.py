@@ -22,7 +22,6 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseStopPolling
 
 from memoryapp.core.context import MAX_FINDINGS, assemble_context, read_findings
-from memoryapp.core.conversation import message_dict
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import (
     ContextItem,
@@ -35,6 +34,7 @@ from memoryapp.core.models import (
     ToolCall,
     Turn,
 )
+from memoryapp.core.restore import message_dict
 from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user
 from memoryapp.dashboard.charts import tokens_per_turn
 from memoryapp.lib import prompt as fmt

@@ -17,11 +17,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from memoryapp.core import ratelimit
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 from memoryapp.core.models import Agent, ApiKey
 from memoryapp.dashboard.access import _get_agent_for_user
 from memoryapp.dashboard.templatetags.numbers import format_duration
+from memoryapp.http import ratelimit
 from memoryapp.lib import tokens
 
 # The units a TTL is entered in, largest last; a stored TTL is shown in the largest unit

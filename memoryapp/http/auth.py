@@ -9,8 +9,8 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from ninja.security import HttpBearer
 
-from memoryapp.core import ratelimit
 from memoryapp.core.models import ApiKey, hash_api_key
+from memoryapp.http import ratelimit
 
 
 class RateLimited(Exception):
