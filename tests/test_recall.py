@@ -174,6 +174,33 @@ def test_the_memories_page_says_why(agent, remembered):
 
 
 @pytest.mark.django_db
+def test_the_search_page_recalls_memories_by_meaning_above_the_word_hits(agent, remembered):
+    viewer = logged_in_member("viewer", agent, "vera")
+    html = viewer.get("/agents/coder/search/", {"q": "Which provider delivers our mail?"})
+    html = html.content.decode()
+    recalled = html[html.index("Memories that bear on it") : html.index("Where the words appear")]
+    # No word of the question is in the memory: found by meaning, and the page says so.
+    assert MEMORIES[7] in recalled and "why: no shared words · similarity 0." in recalled
+    assert "Nothing matches" in html[html.index("Where the words appear") :]
+    for other in MEMORIES[:3]:
+        assert other not in recalled  # what does not bear on it is left out
+    # Recalled as the agent recalls: the same memories, in the same order.
+    first = recall.rank(agent, "Which provider delivers our mail?")[0]
+    assert f"memory {first.pk}</a>" in recalled
+
+
+@pytest.mark.django_db
+def test_the_search_page_recalls_nothing_for_stop_words_or_outside_memories(agent, remembered):
+    viewer = logged_in_member("viewer", agent, "vera")
+    html = viewer.get("/agents/coder/search/", {"q": "the"}).content.decode()
+    assert "No active memory bears on “the”." in html
+    html = viewer.get("/agents/coder/search/", {"q": "staging", "kind": "message"}).content
+    assert b"Memories that bear on it" not in html  # a search of messages only
+    html = viewer.get("/agents/coder/search/", {"q": "staging"}).content.decode()
+    assert "why: words <mark>staging</mark>" in html
+
+
+@pytest.mark.django_db
 def test_the_memories_page_shows_embedding_progress(agent, settings):
     viewer = logged_in_member("viewer", agent, "vera")
     Memory.objects.create(agent=agent, content=MEMORIES[0])
@@ -223,6 +250,27 @@ def test_a_write_is_embedded_in_the_background_on_the_embedded_setup(agent, sett
     while not Embedding.objects.filter(memory=memory).exists():
         assert time.monotonic() < deadline, "not embedded in the background"
         time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_request_embeds_what_an_earlier_process_left(agent, settings, monkeypatch):
+    """A process that stopped before its background thread embedded what it wrote (the
+    demo's seeding does): the next server's first request starts the thread on it."""
+    from django.core.signals import request_started
+    from django.test import Client
+
+    settings.MEMORYAPP_EMBED_ON_WRITE = True
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    # Written without post_save, as if the process that wrote them had stopped since.
+    Memory.objects.bulk_create([Memory(agent=agent, content=text) for text in MEMORIES[:2]])
+    started = []
+    monkeypatch.setattr(embeddings, "_start_thread", lambda: started.append(1))
+    request_started.connect(embeddings.catch_up, dispatch_uid=embeddings.CATCH_UP)
+    Client().get("/api/v1/health")
+    Client().get("/api/v1/health")
+    assert started == [1]  # the first request only, and it did not embed them itself
+    assert not Embedding.objects.exists()
+    embeddings._wake.clear()
 
 
 @pytest.mark.django_db(transaction=True)

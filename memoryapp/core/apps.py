@@ -7,6 +7,8 @@ class CoreConfig(AppConfig):
     verbose_name = "Agent memory"
 
     def ready(self) -> None:
+        from django.conf import settings
+        from django.core.signals import request_started
         from django.db.models.signals import post_save
 
         # The Celery tasks registered in every process, the web's own included: dispatch
@@ -19,3 +21,7 @@ class CoreConfig(AppConfig):
             post_save.connect(
                 embeddings.embed_after_commit, sender=model, dispatch_uid=f"embed-{model.KIND}"
             )
+        # Without a broker (the embedded setup), the first request of a process starts
+        # the background thread on what an earlier process left unembedded.
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            request_started.connect(embeddings.catch_up, dispatch_uid=embeddings.CATCH_UP)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from celery import current_app
 from django.conf import settings
+from django.core.signals import request_started
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -273,6 +274,19 @@ def _embed_forever() -> None:
             logger.warning("background embedding failed: %s", exc)
         finally:
             connections.close_all()  # this thread's: it may sleep for long
+
+
+CATCH_UP = "embed-catch-up"
+
+
+def catch_up(sender, **kwargs) -> None:
+    """`request_started`, once in a process of the embedded setup (connected by the core's
+    AppConfig): vectors still missing when it starts, written by a process that stopped
+    before its background thread got to them (the demo's seeding, a restart), are
+    embedded as a write would have them, off the request path. With a broker, the beat's
+    task does this each minute."""
+    request_started.disconnect(catch_up, dispatch_uid=CATCH_UP)
+    request_embedding()
 
 
 def embed_after_commit(sender, **kwargs) -> None:
