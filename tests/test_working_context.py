@@ -148,6 +148,14 @@ def test_a_failed_edit_is_not_evidence():
             "<command-message>beads:work is running…</command-message>\n<command-name>/beads:work</command-name>\n<command-args>spotter-fum.3</command-args>",
             "/beads:work spotter-fum.3",
         ),
+        # A subagent's task that introduces its list: the list is the task.
+        (
+            "I need to understand:\n1. How the router mounts LiveView sessions\n"
+            "2. Where the Ash resources are defined.\n\nReport file paths.",
+            "I need to understand: How the router mounts LiveView sessions; "
+            "Where the Ash resources are defined",
+        ),
+        ("Fix the lexer: it splits on dots.", "Fix the lexer: it splits on dots."),
     ],
 )
 def test_the_task_a_prompt_gives(prompt, task):

@@ -280,6 +280,22 @@ _BOILERPLATE = re.compile(
 )
 
 
+_LIST_MARK = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
+
+
+def _introduced(lines: list[str]) -> list[str]:
+    """What a line ending in a colon introduces: the next lines up to a blank one, list
+    marks dropped, joined by "; " (a prompt's "I need to understand:" then its list)."""
+    items: list[str] = []
+    for line in lines:
+        if not line:
+            if items:
+                break
+            continue
+        items.append(_LIST_MARK.sub("", line).rstrip(".;"))
+    return ["; ".join(items)] if items else []
+
+
 def task_from_prompt(text: str) -> str:
     """The task a user prompt gives, on one line; '' for acknowledgements and meta
     messages (hook feedback, interruptions, command output)."""
@@ -292,11 +308,13 @@ def task_from_prompt(text: str) -> str:
     plain = " ".join(_TAG.sub(" ", text).split())
     if not plain or plain.casefold().strip(".!") in _ACKS or len(plain.split()) < 3:
         return ""
-    for line in _TAG.sub("\n", text).splitlines():
-        line = line.strip().lstrip("#*> ").strip()
+    lines = [line.strip().lstrip("#*> ").strip() for line in _TAG.sub("\n", text).splitlines()]
+    for at, line in enumerate(lines):
         while line and (match := _BOILERPLATE.match(line)) and match.end():
             line = line[match.end() :]
         if len(line.split()) >= 2:
+            if line.endswith(":"):  # "I need to understand:" and the list of what
+                line = " ".join([line, *_introduced(lines[at + 1 :])])
             first = sentences(line)
             return one_line(first[0] if first else line, 160)
     first = sentences(plain)
