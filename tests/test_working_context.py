@@ -85,6 +85,30 @@ def test_a_manifest_names_language_framework_and_test_command():
     assert decided["framework"].evidence[0]["what"] == "mix.exs depends on it"
 
 
+def test_a_library_beside_the_framework_is_not_the_framework():
+    mix = (
+        "defmodule Spotter.MixProject do\n  use Mix.Project\n  defp deps do\n    [\n"
+        '      {:oban, "~> 2.17"},\n      {:ecto_sql, "~> 3.10"},\n      {:phoenix, "~> 1.7"}\n'
+        "    ]\n  end\nend\n"
+    )
+    decided = decide(observe_call(None, 1, "Read", json.dumps({"file_path": "/app/mix.exs"}), mix))
+    assert decided["framework"].value == "Phoenix"  # Oban is a job queue, Ecto its database
+
+
+def test_some_lines_of_a_manifest_do_not_outweigh_the_code():
+    """Seen on a real session: a read of mix.exs from line 40 showed Oban and Ash, and
+    the framework became Oban in a Phoenix LiveView app whose LiveViews the agent read."""
+    lines = '    40\t      {:oban, "~> 2.17"},\n    41\t      {:ash, "~> 3.0"},\n'
+    args = json.dumps({"file_path": "/app/mix.exs", "offset": 40, "limit": 2})
+    tally = observe_call(None, 1, "Read", args, lines)
+    assert "framework" not in decide(tally)  # two lines of the manifest are not enough
+    live = "defmodule SpotterWeb.HeaderLive do\n  use SpotterWeb, :live_view\nend\n"
+    for turn in (2, 3):
+        path = f"/app/lib/spotter_web/live/h{turn}_live.ex"
+        tally = observe_call(tally, turn, *read(path, live))
+    assert decide(tally)["framework"].value == "Phoenix"
+
+
 def test_the_test_command_is_the_runner_the_agent_ran():
     output = "....\nFinished in 0.2 seconds\n12 tests, 0 failures\n"
     tally = None

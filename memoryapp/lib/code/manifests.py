@@ -129,6 +129,14 @@ FRAMEWORKS: dict[str, str] = {
     "slim/slim": "Slim",
 }
 
+# What a project uses beside its framework (a job queue, an ORM, a runtime): named by a
+# manifest, but weak evidence of what the project is built on (a Phoenix app with Oban
+# is a Phoenix app).
+LIBRARIES = frozenset(
+    {"Ecto", "Oban", "Broadway", "Absinthe", "Celery", "SQLAlchemy", "Prisma", "Tokio",
+     "Diesel", "SQLx", "GORM"}
+)  # fmt: skip
+
 
 def _framework(dependency: str) -> str | None:
     name = dependency.lower()

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from memoryapp.lib.code.languages import display_name, language_of
+from memoryapp.lib.code.manifests import LIBRARIES
 from memoryapp.lib.extraction.bookkeeping import issue_title
 from memoryapp.lib.extraction.kinds import BOOKKEEPING, EDIT, READ, SHELL, shell_words
 from memoryapp.lib.extraction.shell import written_paths
@@ -378,9 +379,15 @@ def _manifest_observations(file_path: str, manifest: dict) -> list[Observation]:
                         f"{name} manifest", unique="manifest:" + file_path)
         )  # fmt: skip
     for framework in manifest.get("frameworks") or []:
+        # What a whole manifest names as its framework decides; a library beside it (Oban
+        # in a Phoenix app), or a dependency seen in some lines of it, only adds weight.
+        strong = framework not in LIBRARIES and not manifest.get("partial")
         found.append(
-            Observation("framework", framework, 5.0, f"{name} depends on it", unique=file_path)
-        )
+            Observation(
+                "framework", framework, 5.0 if strong else 1.0, f"{name} depends on it",
+                unique=file_path,
+            )
+        )  # fmt: skip
     if manifest.get("test_command"):
         found.append(
             Observation("test_command", manifest["test_command"], 1.0,

@@ -103,6 +103,8 @@ def _content_fact(path: str, source: str, language: str | None, size: str, detai
             "frameworks": manifest.frameworks,
             "test_command": manifest.test_command,
             "dependencies": manifest.dependencies[:30],
+            # Lines of it only (an offset or a limit): its other dependencies unseen.
+            "partial": _partial(*details["lines"]),
         }
         return Fact(f"{size}; {summarize_manifest(manifest)}", True, path, details)
     found = definitions(path, source)
@@ -114,6 +116,10 @@ def _content_fact(path: str, source: str, language: str | None, size: str, detai
         if headings:
             return Fact(f"{size}; sections: {', '.join(headings)}", True, path, details)
     return Fact(size or plural(len(source.splitlines()), "line"), True, path, details)
+
+
+def _partial(first: int | None, last: int | None, total: int | None) -> bool:
+    return bool(first and first > 1) or bool(total and last and last < total)
 
 
 def _size(first: int | None, last: int | None, total: int | None) -> str:
