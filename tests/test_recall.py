@@ -294,9 +294,13 @@ def test_with_a_broker_a_write_asks_the_worker_to_embed_once_per_burst(
 
 def test_stored_vectors_round_trip_and_a_wrong_length_never_matches():
     vector = vectors._normalized(vectors.np.arange(1, 5, dtype="float32").reshape(1, -1))[0]
-    back = vectors.from_bytes([vectors.to_bytes(vector), b"\x00\x01"], 4)
-    assert abs(back[0] - vector).max() < 1e-3 and not back[1].any()
-    assert vectors.similarities(vector, back)[0] == pytest.approx(1, abs=1e-3)
+    other = vectors._normalized(vectors.np.ones((1, 4), dtype="float32"))[0]
+    stored = [vectors.to_bytes(vector), b"\x00\x01", None, vectors.to_bytes(other)] * 3000
+    scores = vectors.similarities_to(vector, stored, 4)  # more than a chunk of them
+    assert len(scores) == 12000 and len(stored) > vectors.CHUNK
+    assert scores[0] == pytest.approx(1, abs=1e-3) and scores[1] == scores[2] == 0
+    assert scores[3] == pytest.approx(float(vector @ other), abs=1e-3)
+    assert (scores[8000:8004] == scores[:4]).all()  # the same in every chunk
 
 
 @pytest.mark.django_db

@@ -223,7 +223,7 @@ def nearest_memories(
     if not rows:
         return [], set()
     ids = [memory_id for memory_id, _ in rows]
-    scores = vectors.similarities(vector, vectors.from_bytes([b for _, b in rows], len(vector)))
+    scores = vectors.similarities_to(vector, [b for _, b in rows], len(vector))
     order = scores.argsort()[::-1][:limit]
     return [(ids[i], float(scores[i])) for i in order], set(ids)
 
