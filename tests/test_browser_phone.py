@@ -6,9 +6,10 @@ width is measured, not what shows).
 Needs /usr/bin/chromium (`apt-get install chromium`; `.ci/run` installs it).
 """
 
+import httpx
 from django.urls import reverse
 
-from memoryapp.core.models import Agent, ApiKey, Memory
+from memoryapp.core.models import Agent, ApiKey, ContextItem, Memory
 from tests.browser_support import PASSWORD, append, make_user, skip_without_chromium
 
 pytestmark = skip_without_chromium
@@ -62,3 +63,35 @@ def test_no_page_is_wider_than_a_phone(browser, live_server):
         assert wide == {}
     finally:
         context.close()
+
+
+def test_a_history_in_the_side_column_is_not_crushed(page, live_server):
+    """The session page's side column is about 430 px wide: a history opened there showed
+    "Ch/ange" and "ad/de/d" a few letters a line. Each change is a block there."""
+    agent = Agent.objects.create(name="coder")
+    key = ApiKey.issue(agent)[1]
+    make_user("edna", agent)
+    append(live_server, key, KEYS[1], "Fix the parser")
+    response = httpx.put(
+        f"{live_server.url}/api/v1/sessions/{KEYS[1]}/context-items/current_task",
+        json={"value": "SyntaxError: invalid syntax in tests/missing_colon.py"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert response.status_code == 200, response.text
+    p = page.page
+    p.set_viewport_size({"width": 1280, "height": 900})
+    p.goto(live_server.url + reverse("login"))
+    p.fill("#id_username", "edna")
+    p.fill("#id_password", PASSWORD)
+    p.click("button[type=submit]")
+    p.wait_for_url(live_server.url + "/")
+    p.goto(live_server.url + reverse("dashboard:session", args=[agent.name, KEYS[1]]))
+    item = ContextItem.objects.get(session__agent=agent)
+    p.locator(f"#item-context_item-{item.pk}").locator("a", has_text="history").click()
+    p.wait_for_selector("table.history .label")
+    lines = p.evaluate(
+        """() => [...document.querySelectorAll('table.history .label, table.history time')]
+        .map(e => e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight))"""
+    )
+    assert lines and max(lines) < 1.5, lines  # "added" and its time each on one line
+    assert page.violations == []
