@@ -94,6 +94,26 @@ def test_the_admin_is_branded_and_links_back_to_the_dashboard(db):
         assert one(html, "div", id="site-name")[1] == "memoryapp admin"
 
 
+def test_the_admin_link_shows_only_where_the_admin_shows_something(staff):
+    from django.contrib.auth.models import Permission
+
+    def links(client: Client) -> list[str]:
+        html = client.get("/").content.decode()
+        return [a["href"] for a, _ in select(html, "a") if a["href"] in ("/admin/", "/cleanup/")]
+
+    assert links(staff) == ["/cleanup/"]  # staff, but no admin permission
+    assert "permission to view or edit anything" in staff.get("/admin/").content.decode()
+    sam = get_user_model().objects.get(username="sam")
+    sam.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    assert links(staff) == ["/cleanup/", "/admin/"]
+    root = get_user_model().objects.create_superuser("root", password="pw-for-tests-only")
+    client = Client()
+    client.force_login(root)
+    assert links(client) == ["/cleanup/", "/admin/"]
+    member = logged_in_member("viewer", Agent.objects.get(name="coder"), "vera")
+    assert links(member) == []
+
+
 def test_the_api_docs_link_back_to_the_dashboard_without_inline_script():
     response = Client().get("/api/v1/docs")
     html = response.content.decode()
@@ -119,7 +139,10 @@ def _in_chromium(test):
 @_in_chromium
 def test_in_a_browser_the_docs_and_the_admin_lead_back_to_the_dashboard(page, live_server):
     """Swagger UI renders under the strict CSP, and both links land on the dashboard."""
-    make_user("sam", staff=True)
+    from django.contrib.auth.models import Permission
+
+    sam = make_user("sam", staff=True)
+    sam.user_permissions.add(Permission.objects.get(codename="view_memory"))  # the admin's
     browser_page = page.page
     log_in(browser_page, live_server, "sam")
     browser_page.goto(live_server.url + "/api/v1/docs")
