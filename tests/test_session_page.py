@@ -72,8 +72,18 @@ def test_budget_for_a_typed_budget_shows_allocation_use_and_cuts(session, viewer
     assert [b["budget"] for b in small.context["bars"]] == [
         expected["budget"][s] for s in ("system", "conversation", "working", "long_term")
     ]
-    assert expected["cut"]["messages"] > 0
-    assert f"Cut to fit: {expected['cut']['messages']} messages" in html
+    cut = expected["cut"]
+    # 21 messages, the limit 6 with one system message: 15 beyond it.
+    assert cut["messages"] > 0 and cut["messages_over_limit"] == session.message_count - 6 == 15
+    assert f"Left out: {cut['messages']} messages ({cut['message_tokens']} tokens)" in html
+    # A smaller budget leaves out more than the limit does: the page says which is which.
+    tight = viewer.get("/agents/coder/sessions/s1/", {"budget": "120"}, headers=HX)
+    cut = assemble_context(session, token_budget=120, record_access=False)["cut"]
+    assert cut["messages"] > cut["messages_over_limit"] == 15
+    assert (
+        f": 15 beyond the 6-message limit, {cut['messages'] - 15} to fit the budget;"
+        in tight.content.decode()
+    )
     assert 'value="300"' in html
     # Without JavaScript the same form reloads the whole page with the typed budget.
     page = viewer.get("/agents/coder/sessions/s1/", {"budget": "300"})
@@ -84,6 +94,16 @@ def test_budget_for_a_typed_budget_shows_allocation_use_and_cuts(session, viewer
         viewer.get("/agents/coder/sessions/s1/", {"budget": "10" * 20}).context["typed_budget"]
         == 10_000_000
     )
+
+
+def test_messages_the_limit_leaves_out_are_not_said_to_be_cut_to_fit(session, viewer):
+    """With the agent's default budget nothing is cut for tokens: the 15 messages left
+    out are the 6-message limit's, and the page says so (it said "Cut to fit")."""
+    html = viewer.get("/agents/coder/sessions/s1/").content.decode()
+    cut = assemble_context(session, record_access=False)["cut"]
+    assert cut["messages"] == cut["messages_over_limit"] == 15
+    assert "Left out: 15 messages" in html and ": 15 beyond the 6-message limit;" in html
+    assert "to fit the budget;" not in html
 
 
 def test_system_messages_are_pinned_and_the_summary_is_shown(session, viewer):

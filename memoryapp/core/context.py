@@ -381,17 +381,30 @@ def assemble_context(
         "summary": summary,
         "token_counts": counts,
         "budget": {**effective.as_dict(), "conversation_base": budget.conversation},
-        "cut": _cut(history, conversation, working, memories),
+        "cut": _cut(session, history, conversation, working, memories),
         "prompt": fmt.join_sections(
             [system_text, working.items.text, working.findings_text, memories.text]
         ),
     }
 
 
-def _cut(history: dict[str, Any], conversation: list, working: Working, memories: Fitted) -> Cut:
+def _cut(
+    session: Session,
+    history: dict[str, Any],
+    conversation: list,
+    working: Working,
+    memories: Fitted,
+) -> Cut:
     """What was left out: to fit the budget, by the limits, or folded into a later finding."""
+    messages = history["pruned_count"] + len(history["messages"]) - len(conversation)
+    # Every system message is kept, so those of the history are all of them; the others
+    # beyond the room the limit leaves them are left out whatever the budget.
+    system = sum(1 for m in history["messages"] if m["role"] == "system")
+    room = max(0, session.agent.max_messages - system)
+    over_limit = max(0, session.message_count - system - room)
     return {
-        "messages": history["pruned_count"] + len(history["messages"]) - len(conversation),
+        "messages": messages,
+        "messages_over_limit": min(messages, over_limit),
         "message_tokens": history["pruned_tokens"],
         "working_items": working.items.dropped,
         "findings": len(working.findings.findings) - len(working.kept_findings),

@@ -186,6 +186,13 @@ class ContextBudget(TypedDict):
 
 class Cut(TypedDict):
     messages: int
+    messages_over_limit: Annotated[
+        int,
+        Field(
+            description="of `messages`, those the agent's max_messages leaves out whatever "
+            "the budget (the rest were left out to fit the conversation's share)"
+        ),
+    ]
     message_tokens: int
     working_items: int
     findings: int

@@ -236,6 +236,8 @@ def _blocks(
         "summary": received.summary,
         "bars": _budget_bars(context_view),
         "cut": context_view["cut"],
+        "cut_by_budget": context_view["cut"]["messages"]
+        - context_view["cut"]["messages_over_limit"],
         "typed_budget": typed_budget,
         "budget_total": context_view["budget"]["total"],
         "total_tokens": context_view["token_counts"]["total"],
