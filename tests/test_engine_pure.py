@@ -222,3 +222,12 @@ def test_threshold_is_documented_and_applied():
     assert queries_match("alpha beta", "alpha gamma delta") is False  # 1/4 < 0.5
     assert queries_match("alpha beta", "alpha beta gamma") is True  # 2/3
     assert normalize_query("./A/B.ts") == "a/b.ts"
+
+
+def test_a_quote_is_cut_after_a_whole_word():
+    from memoryapp.lib.extraction.text import at_word
+
+    long = "The staging database is read-only on Sundays while the backup job runs"
+    assert at_word(long, 60) == "The staging database is read-only on Sundays while the…"
+    assert at_word(long, 200) == long
+    assert at_word("a" * 90, 60) == "a" * 59 + "…"  # no word ends late enough: cut there

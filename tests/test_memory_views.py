@@ -787,6 +787,20 @@ def test_reverting_each_kind_of_memory_row_does_it_and_writes_its_own_row(memory
     )
 
 
+def test_a_revert_note_quotes_a_long_fact_up_to_a_whole_word(memory, editor):
+    long = "The API is versioned in the path and every release keeps the previous version alive"
+    memory.revise(content=long, actor="user:edna")
+    replacement = Memory.objects.get(content=long)
+    edit(editor, replacement, "The API is versioned in the header")
+    history = editor.get(url(replacement, "history"), headers=HX).content.decode()
+    plans = [p.text for p in dom(history).select("tr.change .plan")]
+    assert (
+        "will bring back “The API is versioned in the path and every release keeps the previous "
+        "version…” and "
+        "archive the fact that replaced it"
+    ) in plans, plans
+
+
 def test_every_offered_revert_does_something_and_others_are_refused(memory, editor):
     """Reverting the "add" of a fact that was replaced since would change nothing: it is
     not offered, and posting it anyway is a 409 that changes nothing (issue 10)."""

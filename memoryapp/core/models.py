@@ -19,6 +19,7 @@ from memoryapp.core.shapes import Totals
 from memoryapp.lib import diff, extraction, relevance
 from memoryapp.lib.extraction.context import written_after
 from memoryapp.lib.extraction.identity import CallKey
+from memoryapp.lib.extraction.text import at_word
 from memoryapp.lib.matching import queries_match
 from memoryapp.lib.tokens import DEFAULT_ENCODING
 
@@ -33,7 +34,7 @@ SELF = ("self",)
 def _changes(before: dict, now: dict, fields: tuple[str, ...]) -> str:
     """The fields whose value `before` differs from `now`, as "field: value, …"."""
     changed = [f for f in fields if f in before and before[f] != now.get(f)]
-    return ", ".join(f"{f.replace('_', ' ')}: {str(before[f])[:60]}" for f in changed)
+    return ", ".join(f"{f.replace('_', ' ')}: {at_word(before[f], 60)}" for f in changed)
 
 
 class Agent(models.Model):
@@ -502,7 +503,7 @@ class Finding(SessionItemOnDashboard, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tool}: {self.fact[:60]}"
+        return f"{self.tool}: {at_word(self.fact, 60)}"
 
     def save(self, *args, **kwargs) -> None:
         # A finding made without extraction (a test, the admin) still gets its identity.
@@ -924,7 +925,7 @@ class Memory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"[{self.memory_type}] {self.content[:60]}"
+        return f"[{self.memory_type}] {at_word(self.content, 60)}"
 
     def snapshot(self) -> dict:
         return {
@@ -1075,9 +1076,9 @@ class Memory(models.Model):
             holder = (
                 "the fact that replaced it"
                 if now is None or now.pk == self.superseded_by_id
-                else f"“{now.content[:80]}”, which holds its place now"
+                else f"“{at_word(now.content, 80)}”, which holds its place now"
             )
-            return f"bring back “{self.content[:80]}”{also} and archive {holder}"
+            return f"bring back “{at_word(self.content, 80)}”{also} and archive {holder}"
         if replaced:
             return None  # an earlier change of a fact that was replaced since
         changes = _changes(event.before, self.snapshot(), ("memory_type", "confidence", "status"))

@@ -142,6 +142,19 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def at_word(text: str, limit: int) -> str:
+    """One line of at most `limit` characters, cut after a whole word when one ends in its
+    last third (an ellipsis marks the cut): what a person reads quoted in a sentence."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= (limit * 2) // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def tail_line(text: str, limit: int) -> str:
     """All on one line, keeping the end when it is too long (results come last)."""
     flat = " ".join(str(text).split())
