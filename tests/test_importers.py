@@ -30,6 +30,7 @@ from agents.importers.core import (
     finalize,
     session_key,
 )
+from agents.importers.swe_agent import issue_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo" / "transcripts"
@@ -394,7 +395,22 @@ def test_swe_agent_action_trajectory_without_function_calling():
     assert first_action["query"] == '"missing_colon.py"'
     assert "missing_colon.py" in first_action["output"]
     assert all(t["messages"][-1]["role"] == "assistant" for t in turns)
-    assert session.goal.startswith("We're currently solving the following issue")
+    # The issue, without the framing every SWE-agent run's first message shares.
+    assert session.goal.startswith("SyntaxError: invalid syntax\nI'm running `missing_colon.py`")
+    assert "INSTRUCTIONS" not in session.goal and "\r" not in session.goal
+
+
+def test_swe_agent_runs_are_told_apart_by_their_issue():
+    goals = [
+        only(load_transcript(DEMO / "swe-agent" / name)).goal.splitlines()[0]
+        for name in ("swe-agent__test-repo-i1.traj", "pydicom__pydicom-1458.traj")
+    ]
+    assert goals == [
+        "SyntaxError: invalid syntax",
+        "Pixel Representation attribute should be optional for pixel data handler",
+    ]
+    # A first message without the framing is the goal as it is.
+    assert issue_of("Fix the flaky upload test") == "Fix the flaky upload test"
 
 
 def test_swe_agent_model_comes_from_the_run_config():

@@ -10,12 +10,15 @@ the rest of the command, unparsed, is the query (`open path 10` is tool `open`, 
 `history` but a `trajectory` list (`action`, `observation`, `response`) are read from that.
 
 The model is the run's configured model (`replay_config.agent.model.name`); the goal is
-the first user message that is not part of a demonstration.
+the first user message that is not part of a demonstration, without SWE-agent's framing
+around the issue ("We're currently solving the following issue within our repository.
+Here's the issue text: ISSUE: … INSTRUCTIONS: …"), which every run's first message shares.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,17 @@ from agents.importers.core import ImportedSession, Problem, cut, parse_structure
 from agents.importers.openai import first_user_text, turns_from_messages
 
 FORMAT = "swe-agent"
+
+# SWE-agent's instance template: the issue between its ISSUE: and INSTRUCTIONS: headings.
+_ISSUE = re.compile(r"^\s*ISSUE:\s*\n(?P<issue>.*?)\n\s*INSTRUCTIONS:", re.M | re.S)
+
+
+def issue_of(text: str | None) -> str | None:
+    """The issue a run's first message gives, without the framing SWE-agent puts around
+    it; the message as it is when it holds no such framing."""
+    match = _ISSUE.search(text or "")
+    issue = match.group("issue").replace("\r\n", "\n").strip() if match else ""
+    return issue or text
 
 
 def is_document(data: Any) -> bool:
@@ -88,7 +102,7 @@ def load_document(data: dict[str, Any], key: str, path: Path) -> list[ImportedSe
             key=key,
             turns=turns,
             metadata=metadata,
-            goal=first_user_text(history),
+            goal=issue_of(first_user_text(history)),
             problems=problems,
         )
     ]
