@@ -293,6 +293,26 @@ def test_a_subagent_log_read_alone_names_its_parent(tmp_path):
     assert session.metadata["parent_session"] == "0f1e2d3c-parent"
 
 
+def test_claude_codes_compaction_call_is_no_session_of_its_own(tmp_path):
+    """Claude Code logs its own compaction of a long conversation like a subagent's,
+    `subagents/agent-acompact-<id>.jsonl`: it was imported as a session beside the real
+    ones. It is counted on the main session instead; a real subagent still is one."""
+    main = CLAUDE / "hello-world-script.jsonl"
+    session_id = raw_events(main)[1]["sessionId"]
+    log = tmp_path / f"{session_id}.jsonl"
+    shutil.copy(main, log)
+    folder = tmp_path / session_id / "subagents"
+    folder.mkdir(parents=True)
+    for agent_id in ("acompact-7f3e2a", "a1b2c3"):
+        lines = _subagent_lines(session_id, agent_id)
+        (folder / f"agent-{agent_id}.jsonl").write_text("\n".join(lines) + "\n")
+    main_session, subagent = load_transcript(log)
+    assert subagent.key == f"{session_id}:agent-a1b2c3"
+    assert main_session.metadata["compactions"] == 1
+    assert sorted(s.key for s in load_path(tmp_path)) == sorted([main_session.key, subagent.key])
+    assert load_transcript(folder / "agent-acompact-7f3e2a.jsonl") == []  # read alone
+
+
 def test_garbage_and_odd_lines_are_reported_by_number_and_skipped(tmp_path):
     clean = CLAUDE / "hello-world-script.jsonl"
     lines = clean.read_text().splitlines()

@@ -16,7 +16,8 @@ beside `<session-uuid>.jsonl` (and relays their messages into the main log as `p
 events, read only when a subagent's own log is missing); older versions write
 `agent-<id>.jsonl` in the same folder (lines marked `isSidechain` with the parent's
 `sessionId`); the oldest put sidechain lines in the main file. Each subagent becomes its
-own session, `<main key>:agent-<id>`, with `parent_session` in its metadata.
+own session, `<main key>:agent-<id>`, with `parent_session` in its metadata; Claude
+Code's own compaction call (`agent-acompact-<id>`) is none (`is_compaction`).
 """
 
 from __future__ import annotations
@@ -547,6 +548,14 @@ def first_event(path: Path, limit: int = 20) -> dict[str, Any]:
     return {}
 
 
+def is_compaction(agent_id: str) -> bool:
+    """Claude Code compacts a long conversation with a call of its own, logged like a
+    subagent's (`agent-acompact-<id>.jsonl`): its prompt is the whole conversation and its
+    answer the summary that replaces it, so it is no session of its own (the main
+    session's metadata counts its `compactions`)."""
+    return agent_id.startswith("acompact")
+
+
 def is_subagent_file(path: Path) -> bool:
     if not path.stem.startswith("agent-"):
         return False
@@ -606,6 +615,8 @@ def load(
     index = index or SubagentIndex()
     lines, problems = read_lines(path)
     if is_subagent_file(path):
+        if is_compaction(_agent_id(path, {})):
+            return [], [path]
         return [_subagent_file_session(path, key, lines, problems)], [path]
 
     main_key = key or session_key(path.stem)
@@ -615,6 +626,9 @@ def load(
     session_id = conversation.metadata.get("sessionId")
 
     def subagent(agent_id: str, sub_lines: Lines, sub_problems: list[Problem], name: str) -> None:
+        if is_compaction(agent_id):  # Claude Code summarising this conversation: not a task
+            main.metadata["compactions"] = main.metadata.get("compactions", 0) + 1
+            return
         sub_key = agent_id if agent_id.startswith("sidechain-") else f"agent-{agent_id}"
         sub, _ = _session(f"{main_key}:{sub_key}", sub_lines, sub_problems, {"file": name})
         sub.metadata["parent_session"] = main_key
