@@ -3,10 +3,12 @@ summary, grouped findings, turns chart, prompt), CSRF on every write, links that
 without JavaScript, and objects reached through another agent's URL."""
 
 import re
+from datetime import timedelta
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
+from django.utils import timezone
 from django.utils.html import escape
 
 from memoryapp.core.context import assemble_context
@@ -473,3 +475,34 @@ def test_findings_provenance_costs_the_same_queries_for_n_and_2n_findings(agent,
         return counts
 
     assert queries("n", 4) == queries("twice_n", 8)
+
+
+def test_an_expired_session_says_so_and_staff_can_extend_it_from_its_page(session, viewer):
+    """It read "active · … · expired" and "The agent receives" while the API answered 404
+    for it, and could be extended only from the cleanup page."""
+    session.expires_at = timezone.now() - timedelta(hours=3)
+    session.save(update_fields=["expires_at"])
+    html = viewer.get("/agents/coder/sessions/s1/").content.decode().replace("\xa0", " ")
+    header = html[html.index('id="session-header"') :]
+    header = header[: header.index("</p>")]
+    assert "active" not in header and "expired 3 hours ago" in header, header
+    assert "This session expired 3 hours ago" in html and "answers 404" in html
+    assert "The agent receives" not in html and "Were it live, the agent would receive" in html
+    assert "cleanup/extend/" not in html  # a viewer cannot extend it
+    staff = logged_in_member("viewer", session.agent, "sam", staff=True)
+    page = staff.get("/agents/coder/sessions/s1/").content.decode()
+    assert 'action="/cleanup/extend/"' in page and f'value="{session.pk}"' in page
+    extended = staff.post(
+        "/cleanup/extend/",
+        {"session": session.pk, "seconds": 86400, "next": "/agents/coder/sessions/s1/"},
+    )
+    assert extended.status_code == 302 and extended["Location"] == "/agents/coder/sessions/s1/"
+    session.refresh_from_db()
+    assert not session.is_expired()
+    html = staff.get("/agents/coder/sessions/s1/").content.decode()
+    assert "This session expired" not in html and "The agent receives" in html
+    # Elsewhere is not a place to go back to.
+    away = staff.post(
+        "/cleanup/extend/", {"session": session.pk, "seconds": 3600, "next": "https://evil/"}
+    )
+    assert away["Location"] == "/cleanup/"

@@ -19,6 +19,7 @@ from django.db.models import Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memoryapp.core import cleanup
@@ -174,4 +175,8 @@ def extend_sessions(request: HttpRequest) -> HttpResponse:
     Session.objects.filter(id__in=ids).update(
         expires_at=timezone.now() + timedelta(seconds=seconds)
     )
+    # Back where it was asked (an expired session's own page), when that is this site.
+    back = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
+        return redirect(back)
     return redirect("dashboard:cleanup")

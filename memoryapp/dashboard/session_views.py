@@ -229,6 +229,7 @@ def _blocks(
         session, token_budget=typed_budget, record_access=False, newest_findings=findings
     )
     received = _received(session, context_view)
+    now = timezone.now()
     found = list(Turn.objects.filter(session=session).order_by("-iteration")[: TURNS_PAGE + 1])
     newest_turns = found[:TURNS_PAGE]
     return {
@@ -246,7 +247,9 @@ def _blocks(
         "newest_turns": newest_turns,
         "older_turns": len(found) > TURNS_PAGE,
         "last_turn": newest_turns[0].iteration if newest_turns else 0,
-        "now": timezone.now(),
+        "now": now,
+        # Past its expiry the API answers 404 for it: the agent receives none of this.
+        "expired": session.is_expired(now),
     }
 
 
