@@ -801,6 +801,23 @@ def test_a_revert_note_quotes_a_long_fact_up_to_a_whole_word(memory, editor):
     ) in plans, plans
 
 
+def test_a_revert_that_archives_the_replacement_updates_its_row_too(memory, editor):
+    """Reverting a replacement from the old fact's history brings the old fact back and
+    archives the one that replaced it; its row on the same page still said "active" with
+    edit and archive links until a reload. The answer swaps that row as well."""
+    edit(editor, memory, "The API is v2")
+    replacement = Memory.objects.get(content="The API is v2")
+    replaced = MemoryEvent.objects.filter(target_id=memory.pk, action="update").latest("id")
+    answer = revert(editor, memory, replaced, shown_as=memory.pk)
+    assert answer.status_code == 200
+    replacement.refresh_from_db()
+    assert replacement.status == "archived"
+    rows = {node.attrs["id"]: node for node in dom(answer).select("div.item")}
+    other = rows[f"item-memory-{replacement.pk}"]
+    assert other.attrs.get("hx-swap-oob") == "true" and "archived" in other.attrs["class"]
+    assert "hx-swap-oob" not in rows[f"item-memory-{memory.pk}"].attrs  # swapped in place
+
+
 def test_every_offered_revert_does_something_and_others_are_refused(memory, editor):
     """Reverting the "add" of a fact that was replaced since would change nothing: it is
     not offered, and posting it anyway is a 409 that changes nothing (issue 10)."""

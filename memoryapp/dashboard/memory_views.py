@@ -187,12 +187,12 @@ def _history_context(item) -> dict:
 
 
 def _row(
-    request: HttpRequest, role: str, agent: Agent, item, *, history: bool = False
+    request: HttpRequest, role: str, agent: Agent, item, *, history: bool = False, oob=False
 ) -> HttpResponse:
     MemoryEvent.attach_people([item])
     if isinstance(item, Finding):  # as the session page shows it
         Finding.mark_stale_reads(item.session, [item])
-    context = {"agent": agent, "kind": item.KIND, "item": item, "role": role}
+    context = {"agent": agent, "kind": item.KIND, "item": item, "role": role, "row_oob": oob}
     if history:
         context.update(_history_context(item))
     return render(request, "dashboard/memories.html#item", context)
@@ -426,6 +426,8 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
     back = item.dashboard_url()
     with transaction.atomic():
         item = _locked(item)
+        # What a revert of a replacement archives: its row on the page changes too.
+        replacement = item.live_replacement() if isinstance(item, Memory) else None
         if item.revert_plan(event) is None:
             # Offered only where it does something; a stale page must not change nothing
             # and answer success.
@@ -446,4 +448,8 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
         # The row on screen showed the replacement: swap it for the restored memory.
         response["HX-Retarget"] = f"#item-{kind}-{replacing}"
         response["HX-Reswap"] = "outerHTML"
+    elif replacement is not None and replacement.pk != item.pk:
+        # The replacement, archived by bringing this one back, where the page shows it.
+        replaced = _editable(kind).get(agent, replacement.pk)
+        response.content += _row(request, role, agent, replaced, oob=True).content
     return trigger_client_event(response, "memory-changed")
