@@ -1906,7 +1906,7 @@ EXTRA = {
     export_api.ExportSubtask: (schemas.SubtaskOut, {"created_at", "updated_at"}),
     export_api.ExportMemory: (
         schemas.MemoryDetail,
-        {"expires_at", "last_accessed_at", "access_count", "history", "ams"},
+        {"last_accessed_at", "access_count", "history", "ams"},
     ),
     export_api.ExportMemoryEvent: (schemas.MemoryEventOut, set()),
     export_api.ExportAgent: (schemas.AgentOut, set()),

@@ -568,3 +568,17 @@ def test_check_by_post_takes_the_call_s_own_arguments_however_long(
     too_long = {"tool": "Write", "query": {"content": "x" * 300_000}}
     assert api.post(url, too_long).status_code == 422
     assert api.post(url, {"query": "a"}).status_code == 422
+
+
+def test_a_memory_says_when_it_expires(api):
+    """A memory's own expiry was invisible: the API had no expires_at."""
+    made = api.post(f"{BASE}/memories", {"content": "The CI is down today"}).json()["memory"]
+    assert made["expires_at"] is None  # never
+    when = timezone.now() + timedelta(days=2)
+    Memory.objects.filter(pk=made["id"]).update(expires_at=when)
+    shown = api.get(f"{BASE}/memories/{made['id']}").json()
+    assert shown["expires_at"].startswith(when.strftime("%Y-%m-%dT%H:%M"))
+    listed = api.get(f"{BASE}/memories").json()["items"]
+    assert [m["expires_at"] for m in listed] == [shown["expires_at"]]
+    recalled = api.get(f"{BASE}/memories", {"query": "CI down"}).json()["items"]
+    assert recalled[0]["expires_at"] == shown["expires_at"]

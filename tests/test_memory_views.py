@@ -7,11 +7,13 @@ tested at the end."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
 from memoryapp.core.models import (
@@ -191,6 +193,18 @@ def edit(client, memory, content, memory_type="fact", confidence="0.8", headers=
 
 
 # --- the memories page --------------------------------------------------------------------
+
+
+def test_the_memories_page_shows_each_memorys_expiry(agent, viewer, memory):
+    """A memory past its expiry showed as plain "active" until cleanup archived it."""
+    soon = Memory.objects.create(agent=agent, content="Deploys are frozen this week")
+    Memory.objects.filter(pk=soon.pk).update(expires_at=timezone.now() + timedelta(days=3))
+    Memory.objects.filter(pk=memory.pk).update(expires_at=timezone.now() - timedelta(hours=2))
+    html = viewer.get("/agents/coder/memories/").content.decode().replace("\xa0", " ")
+    rows = {node.attrs["id"]: node.text for node in dom(html).select("div.item")}
+    assert "expires in 3 days" in rows[f"item-memory-{soon.pk}"]
+    past = rows[f"item-memory-{memory.pk}"]
+    assert "past its expiry 2 hours ago: the next cleanup archives it" in past
 
 
 def test_memories_page_filters(agent, viewer, memory):

@@ -225,6 +225,7 @@ def memory_dict(memory: Memory) -> RecalledMemory:
         "source": memory.source,
         "created_at": memory.created_at.isoformat(),
         "updated_at": memory.updated_at.isoformat(),
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
         **({"why": memory.why.as_dict()} if hasattr(memory, "why") else {}),
     }
 

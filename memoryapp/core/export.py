@@ -176,7 +176,6 @@ def _memory_export(
     exported: Exported = {
         **memory_dict(memory),
         "superseded_by": superseded_by,
-        "expires_at": _iso(memory.expires_at),
         "last_accessed_at": _iso(memory.last_accessed_at),
         "access_count": memory.access_count,
         "history": [_event(e, known) for e in history],

@@ -927,6 +927,11 @@ class Memory(models.Model):
     def __str__(self) -> str:
         return f"[{self.memory_type}] {at_word(self.content, 60)}"
 
+    @property
+    def past_expiry(self) -> bool:
+        """Its own expiry has passed (TTL cleanup archives it, if it is still active)."""
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
     def snapshot(self) -> dict:
         return {
             "memory_type": self.memory_type,

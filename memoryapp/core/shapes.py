@@ -151,6 +151,13 @@ class MemoryShape(TypedDict):
     source: str
     created_at: Time
     updated_at: Time
+    expires_at: Annotated[
+        Time | None,
+        Field(
+            description="when TTL cleanup archives it (null: never); past it, a memory still "
+            "active is archived by the next cleanup"
+        ),
+    ]
 
 
 class RecalledMemory(MemoryShape):
