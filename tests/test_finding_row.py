@@ -11,6 +11,7 @@ import pytest
 from django.template import engines
 from django.template.loader import get_template
 
+from memoryapp.core.context import assemble_context
 from memoryapp.core.conversation import MessageInput, ToolCallInput, TurnInput, append_turn
 from memoryapp.core.models import Agent, Finding, MemoryEvent, Message, Session, ToolCall, Turn
 from tests.conftest import logged_in_member
@@ -150,3 +151,23 @@ def test_a_stale_read_says_so_wherever_it_is_shown(session):
         f"{base}/items/finding/{fresh.pk}/edit/", {"display": 1}, HTTP_HX_REQUEST="true"
     ).content.decode()
     assert badge not in answer
+
+
+def test_each_finding_says_whether_the_agent_receives_it(session):
+    """All findings rendered alike while the budget said most were cut: each row now says
+    whether it is in the prompt, from the context the page assembled (a small typed
+    budget here, so some are left out); the Python row and the partial agree on both."""
+    client = logged_in_member("viewer", session.agent, "vera")
+    response = client.get(f"/agents/{session.agent.name}/sessions/{session.key}/", {"budget": 1000})
+    shown = [item for _, items in response.context["findings_grouped"] for item in items]
+    received = {f["id"] for f in assemble_context(session, token_budget=1000)["findings"]}
+    assert {item.in_prompt for item in shown} == {True, False}
+    assert {item.id for item in shown if item.in_prompt} == received
+    page = normalized(response.content.decode())
+    assert page.count('in-prompt">in the prompt</span>') == len(received)
+    assert page.count("not in the prompt</span>") == len(shown) - len(received)
+    base = {"agent": session.agent, "role": "viewer", "session": session, "kind": "finding"}
+    for item in shown:
+        context = {**base, "item": item, "request": response.wsgi_request}
+        row = normalized(ROW.render(context, response.wsgi_request))
+        assert row == normalized(PARTIAL.render(context, response.wsgi_request))

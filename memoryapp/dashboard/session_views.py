@@ -237,6 +237,7 @@ def _blocks(
         "summary": received.summary,
         "bars": _budget_bars(context_view),
         "cut": context_view["cut"],
+        "prompt_findings": {f["id"] for f in context_view["findings"]},
         "cut_by_budget": context_view["cut"]["messages"]
         - context_view["cut"]["messages_over_limit"],
         "typed_budget": typed_budget,
@@ -324,6 +325,8 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     if findings is None:
         findings = _findings_shown(session)
     Finding.mark_stale_reads(session, findings)
+    for finding in findings:  # what the agent receives of them (the rows say so)
+        finding.in_prompt = finding.id in blocks["prompt_findings"]
     grouped: dict[str, list] = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
         grouped[fmt.finding_group(finding.kind)].append(finding)

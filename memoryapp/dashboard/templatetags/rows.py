@@ -91,6 +91,13 @@ def finding_row(context, item) -> SafeString:
     flags = ("" if item.success else ' <span class="bad">failed</span>') + (
         ' <span class="bad">edited since read</span>' if stale else ""
     )
+    # Set by the session page (from the context it assembled); elsewhere, no mark.
+    in_prompt = getattr(item, "in_prompt", None)
+    if in_prompt is True:
+        flags += ' <span class="badge in-prompt">in the prompt</span>'
+    elif in_prompt is False:
+        flags += ' <span class="badge left-out">not in the prompt</span>'
+
     actions = []
     edit_url = _text(item_url("dashboard:item_edit", agent_name, "finding", pk))
     history_url = _text(item_url("dashboard:item_history", agent_name, "finding", pk))
