@@ -16,7 +16,7 @@ from memoryapp.api.schemas import (
     ContextOut,
     HistoryMessageOut,
 )
-from memoryapp.core.context import assemble_context
+from memoryapp.core.context import assemble_context, context_item_dict
 from memoryapp.core.limits import MAX_TOKEN_BUDGET
 from memoryapp.core.models import ContextItem
 from memoryapp.http.common import CONFLICTING_WRITE, READ_ONE, actor, item_name, live_session
@@ -50,16 +50,6 @@ def get_context(
     return answers.answer(ContextOut, context)
 
 
-def _item_dict(item: ContextItem) -> dict:
-    return {
-        "key": item.key,
-        "value": item.value,
-        "source": item.source,
-        "confidence": item.confidence,
-        "updated_at": item.updated_at,
-    }
-
-
 @router.get(
     "/sessions/{key}/context-items",
     response={200: ContextItemList, **READ_ONE},
@@ -70,7 +60,7 @@ def list_context_items(request: HttpRequest, key: SessionKeyInPath):
     few hundred items, so this is one page)."""
     session = live_session(request, key)
     items = ContextItem.objects.filter(session=session).order_by("-confidence", "key")
-    return {"items": [_item_dict(i) for i in items]}
+    return {"items": [context_item_dict(i) for i in items]}
 
 
 @router.put(
@@ -105,7 +95,7 @@ def put_context_item(
             f"kept the {item.source} value of confidence {item.confidence}: an inferred "
             "value never overwrites an explicit or manual one",
         )
-    return _item_dict(item)
+    return context_item_dict(item)
 
 
 @router.delete(

@@ -293,12 +293,7 @@ class ContextItemIn(InputSchema):
     confidence: Confidence = 1.0
 
 
-class ContextItemOut(Output):
-    key: str
-    value: Any
-    source: str
-    confidence: float
-    updated_at: datetime
+ContextItemOut = output_of(shapes.ContextItemShape, "ContextItemOut")
 
 
 class ContextItemList(Output):

@@ -44,7 +44,14 @@ from memoryapp.core.models import (
     ToolCall,
 )
 from memoryapp.core.restore import pruned_through, restore_history
-from memoryapp.core.shapes import Context, Cut, FindingShape, RecalledMemory
+from memoryapp.core.shapes import (
+    Context,
+    ContextItemShape,
+    Cut,
+    FindingShape,
+    RecalledMemory,
+    WorkingItem,
+)
 from memoryapp.core.summaries import summarize_pruned
 from memoryapp.lib import prompt as fmt
 from memoryapp.lib import relevance, tokens, usefulness
@@ -214,6 +221,19 @@ def session_ecosystem(session: Session) -> str | None:
     return relevance.ecosystem_of(language) if language else None
 
 
+def working_item_dict(item: ContextItem) -> WorkingItem:
+    return {
+        "key": item.key,
+        "value": item.value,
+        "source": item.source,
+        "confidence": item.confidence,
+    }
+
+
+def context_item_dict(item: ContextItem) -> ContextItemShape:
+    return {**working_item_dict(item), "updated_at": item.updated_at.isoformat()}
+
+
 def memory_dict(memory: Memory) -> RecalledMemory:
     """A memory's JSON shape, with `why` when recall chose it."""
     return {
@@ -371,10 +391,7 @@ def assemble_context(
     return {
         "conversation": conversation,
         "working_context": {i.key: i.value for i in working.items.kept},
-        "working_context_items": [
-            {"key": i.key, "value": i.value, "source": i.source, "confidence": i.confidence}
-            for i in working.items.kept
-        ],
+        "working_context_items": [working_item_dict(i) for i in working.items.kept],
         "long_term_memories": [memory_dict(m) for m in memories.kept],
         "findings": [
             finding_dict(f, f.id in working.findings.stale) for f in working.kept_findings

@@ -168,10 +168,20 @@ class RecalledMemory(MemoryShape):
 
 
 class WorkingItem(TypedDict):
+    """A working-context item as the context gives it to the agent."""
+
     key: str
     value: Any
     source: str
     confidence: float
+
+
+class ContextItemShape(WorkingItem):
+    """A working-context item as the session's list answers it: with when it last
+    changed."""
+
+    # memoryapp.core.context.context_item_dict
+    updated_at: Time
 
 
 class TokenCounts(TypedDict):
