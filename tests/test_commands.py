@@ -53,8 +53,8 @@ def test_seed_demo_imports_the_shipped_transcripts_through_the_api(keep_connecti
     assert sessions.count() == len(shipped) == 12
     swe = sessions.get(key="swe-agent:function_calling_simple")
     assert swe.message_count == 12
-    # The goal is the task the transcript starts with.
-    assert swe.goal.startswith("We're currently solving the following issue")
+    # The goal is the task the transcript starts with: the issue, without SWE-agent's framing.
+    assert swe.goal.startswith("SyntaxError: invalid syntax")
     assert swe.message_count == Message.objects.filter(session=swe).count()
     claude = sessions.get(key="claude-code:hello-world-script")
     assert claude.goal.startswith("Write a shell script called hello.sh")
