@@ -117,6 +117,9 @@ def test_the_live_poll_writes_new_findings_the_same_way(session):
     assert response.status_code == 200
     new = response.context["new_findings"]
     assert len(new) >= 8
+    # Marked as the page marks its rows: whether the agent receives each.
+    assert all(item.in_prompt in (True, False) for item in new)
+    assert "in the prompt</span>" in response.content.decode()
     answer = normalized(response.content.decode())
     for item in new:
         context = {"agent": session.agent, "role": "editor", "kind": "finding", "item": item}

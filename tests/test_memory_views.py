@@ -205,6 +205,11 @@ def test_the_memories_page_shows_each_memorys_expiry(agent, viewer, memory):
     assert "expires in 3 days" in rows[f"item-memory-{soon.pk}"]
     past = rows[f"item-memory-{memory.pk}"]
     assert "past its expiry 2 hours ago: the next cleanup archives it" in past
+    # An archived memory is past what cleanup does: no expiry to show.
+    Memory.objects.filter(pk=soon.pk).update(status="archived")
+    html = viewer.get("/agents/coder/memories/", {"status": "all"}).content.decode()
+    row = {n.attrs["id"]: n.text for n in dom(html).select("div.item")}[f"item-memory-{soon.pk}"]
+    assert "expires in" not in row
 
 
 def test_memories_page_filters(agent, viewer, memory):

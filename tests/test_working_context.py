@@ -109,6 +109,16 @@ def test_some_lines_of_a_manifest_do_not_outweigh_the_code():
     assert decide(tally)["framework"].value == "Phoenix"
 
 
+def test_a_whole_read_of_a_manifest_after_a_partial_one_still_counts():
+    lines = '    40\t      {:phoenix, "~> 1.7"},\n    41\t      {:oban, "~> 2.17"},\n'
+    args = json.dumps({"file_path": "/app/mix.exs", "offset": 40, "limit": 2})
+    tally = observe_call(None, 1, "Read", args, lines)
+    whole = 'defmodule A.MixProject do\n  defp deps do\n    [{:phoenix, "~> 1.7"}]\n  end\nend\n'
+    tally = observe_call(tally, 2, "Read", json.dumps({"file_path": "/app/mix.exs"}), whole)
+    assert tally["weights"]["framework"]["Phoenix"]["w"] == 6.0  # 1 seen in part, 5 whole
+    assert decide(tally)["framework"].value == "Phoenix"
+
+
 def test_the_test_command_is_the_runner_the_agent_ran():
     output = "....\nFinished in 0.2 seconds\n12 tests, 0 failures\n"
     tally = None
@@ -180,6 +190,9 @@ def test_a_failed_edit_is_not_evidence():
             "Where the Ash resources are defined",
         ),
         ("Fix the lexer: it splits on dots.", "Fix the lexer: it splits on dots."),
+        # What follows a colon after a blank line or in a code fence is not a list of it.
+        ("Fix this error:\n```\nTraceback (most recent call last):\n```", "Fix this error:"),
+        ("Fix this error:\n\nTraceback (most recent call last):", "Fix this error:"),
     ],
 )
 def test_the_task_a_prompt_gives(prompt, task):

@@ -427,7 +427,8 @@ def item_revert(request: HttpRequest, name: str, kind: str, pk: int, event_id: i
     with transaction.atomic():
         item = _locked(item)
         # What a revert of a replacement archives: its row on the page changes too.
-        replacement = item.live_replacement() if isinstance(item, Memory) else None
+        was_replaced = isinstance(item, Memory) and item.status == Memory.Status.SUPERSEDED
+        replacement = item.live_replacement() if was_replaced else None
         if item.revert_plan(event) is None:
             # Offered only where it does something; a stale page must not change nothing
             # and answer success.

@@ -441,6 +441,8 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
         Finding.mark_stale_reads(session, findings)
         # The budget typed on the page, if any, comes with each poll (hx-include).
         blocks = _blocks(session, _typed_budget(request))
+        for finding in findings:  # as the page marks its rows
+            finding.in_prompt = finding.id in blocks["prompt_findings"]
         received = blocks["received"]
         left = list(
             Message.objects.filter(

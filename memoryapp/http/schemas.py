@@ -67,7 +67,8 @@ def _in_api(hint: Any) -> Any:
     if origin is Annotated:
         base, *metadata = args
         if TIME in metadata:
-            return datetime
+            others = [m for m in metadata if m is not TIME]
+            return Annotated[(datetime, *others)] if others else datetime
         return Annotated[(_in_api(base), *metadata)]
     if origin in (typing.Union, types.UnionType):
         return functools.reduce(operator.or_, map(_in_api, args))

@@ -285,14 +285,13 @@ _LIST_MARK = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
 
 def _introduced(lines: list[str]) -> list[str]:
-    """What a line ending in a colon introduces: the next lines up to a blank one, list
-    marks dropped, joined by "; " (a prompt's "I need to understand:" then its list)."""
+    """What a line ending in a colon introduces: the lines right after it, up to a blank
+    one or a code fence, list marks dropped, joined by "; " (a prompt's "I need to
+    understand:" then its list; "Fix this error:" then a traceback introduces nothing)."""
     items: list[str] = []
     for line in lines:
-        if not line:
-            if items:
-                break
-            continue
+        if not line or line.startswith("```"):
+            break
         items.append(_LIST_MARK.sub("", line).rstrip(".;"))
     return ["; ".join(items)] if items else []
 
@@ -381,11 +380,13 @@ def _manifest_observations(file_path: str, manifest: dict) -> list[Observation]:
     for framework in manifest.get("frameworks") or []:
         # What a whole manifest names as its framework decides; a library beside it (Oban
         # in a Phoenix app), or a dependency seen in some lines of it, only adds weight.
-        strong = framework not in LIBRARIES and not manifest.get("partial")
+        partial = bool(manifest.get("partial"))
+        strong = framework not in LIBRARIES and not partial
         found.append(
             Observation(
                 "framework", framework, 5.0 if strong else 1.0, f"{name} depends on it",
-                unique=file_path,
+                # Apart from a whole read of it: the first of a kind counts, once.
+                unique=file_path + ("#partial" if partial else ""),
             )
         )  # fmt: skip
     if manifest.get("test_command"):
