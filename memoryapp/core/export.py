@@ -59,7 +59,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memoryapp.core.context import finding_dict, memory_dict
+from memoryapp.core.context import context_item_dict, finding_dict, memory_dict
 from memoryapp.core.conversation import session_summary
 from memoryapp.core.dispatch import dispatch_extraction
 from memoryapp.core.models import (
@@ -312,11 +312,7 @@ def _finding_export(finding: Finding, stale: bool, history: list[Exported]) -> E
 
 def _context_item_export(item: ContextItem, history: list[Exported]) -> Exported:
     return {
-        "key": item.key,
-        "value": item.value,
-        "source": item.source,
-        "confidence": item.confidence,
-        "updated_at": item.updated_at.isoformat(),
+        **context_item_dict(item),
         "created_at": item.created_at.isoformat(),
         "evidence": item.evidence or [],
         "history": history,

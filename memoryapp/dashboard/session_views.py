@@ -254,6 +254,13 @@ def _blocks(
     }
 
 
+def _mark_in_prompt(findings: list[Finding], blocks: dict) -> None:
+    """Set `in_prompt` on each finding (what its row says): whether the context the page
+    assembled (`_blocks`) gives it to the agent."""
+    for finding in findings:
+        finding.in_prompt = finding.id in blocks["prompt_findings"]
+
+
 def _findings_shown(session: Session, after: int | None = None) -> list[Finding]:
     """Findings with what their provenance line shows of their turn, message and tool
     call: the newest (the page), or the first after id `after` (the live poll). Their
@@ -325,8 +332,7 @@ def session_detail(request: HttpRequest, name: str, key: str) -> HttpResponse:
     if findings is None:
         findings = _findings_shown(session)
     Finding.mark_stale_reads(session, findings)
-    for finding in findings:  # what the agent receives of them (the rows say so)
-        finding.in_prompt = finding.id in blocks["prompt_findings"]
+    _mark_in_prompt(findings, blocks)
     grouped: dict[str, list] = {group: [] for group in fmt.FINDING_GROUPS}
     for finding in findings:
         grouped[fmt.finding_group(finding.kind)].append(finding)
@@ -441,8 +447,7 @@ def session_live(request: HttpRequest, name: str, key: str) -> HttpResponse:
         Finding.mark_stale_reads(session, findings)
         # The budget typed on the page, if any, comes with each poll (hx-include).
         blocks = _blocks(session, _typed_budget(request))
-        for finding in findings:  # as the page marks its rows
-            finding.in_prompt = finding.id in blocks["prompt_findings"]
+        _mark_in_prompt(findings, blocks)
         received = blocks["received"]
         left = list(
             Message.objects.filter(
