@@ -35,6 +35,13 @@ def test_the_floor_wants_two_content_words_or_one_identifier():
     # A long hint (a session's goal, task and message) asks for three.
     assert not bears_on("Migrate the staging database", "Staging database", 3)
     assert bears_on("Migrate the staging database", "Migrating staging database", 3)
+    # A word's forms are one word: a hint saying "test", "tests", "run" and "running"
+    # shares two words with a memory about running the tests of another project.
+    hint = "Fix the failing test. Run the tests, running them until they pass."
+    memory = "Port the utilities to Rust, running the tests and the test runner's run."
+    assert matched_terms(hint, memory) == ["test", "run", "tests", "running"]
+    assert not bears_on(hint, memory, 3)
+    assert bears_on(hint, "Tests fail until you run the failing fixture", 3)
 
 
 def test_a_text_about_another_language_s_project():

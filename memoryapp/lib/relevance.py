@@ -6,7 +6,8 @@ match. A `Query`, read once, says which of its content words and identifiers a t
 holds (`matched`: a word matches its plural and its -ing/-ed forms, as a stemmer would),
 and whether what a text holds clears the floor a memory must clear to be put in an
 agent's context without being asked for (`clears`): some of the query's content words
-(two, or three for the long hint a session makes), or one identifier (a word with `_`,
+(two, or three for the long hint a session makes; a word's forms count once), or one
+identifier (a word with `_`,
 a digit, or a path or dotted name such as `src/app.py`), since an identifier names one
 thing.
 """
@@ -107,8 +108,10 @@ class Query:
     def clears(self, matched: list[str], words: int = 2) -> bool:
         """Whether a text holding `matched` clears the floor: `words` of the content
         words (two unless asked: a long query shares two words with much that it does
-        not bear on), or one of the identifiers."""
-        return len(matched) >= words or self.names(matched)
+        not bear on), or one of the identifiers. Forms of one word count once: a hint
+        that says "test", "tests", "run" and "running" shares two words with a memory
+        about running tests, not four."""
+        return len({_stem(w) for w in matched}) >= words or self.names(matched)
 
 
 # The words that tie a text to one language's ecosystem (its name, its tools and build
