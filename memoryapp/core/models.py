@@ -1517,3 +1517,42 @@ class Embedding(models.Model):
     def __str__(self) -> str:
         target = f"memory {self.memory_id}" if self.memory_id else f"finding {self.finding_id}"
         return f"{self.embedder} vector of {target}"
+
+
+class Origin(models.Model):
+    """Where an imported memory came from (memoryapp.core.moving): the system it was kept
+    in, its id there, and what that system said about it that memoryapp has no field for
+    (its user, agent and run ids, metadata, hash, its own times). The id is the memory's
+    identity for re-imports: one memory per system and id in an agent, so importing the
+    same file twice creates nothing the second time, and exporting back to that system
+    gives the memory its own id again."""
+
+    class System(models.TextChoices):
+        MEM0 = "mem0"
+        LETTA = "letta"
+        AMS = "ams", "Redis Agent Memory Server"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, related_name="origin")
+    system = models.CharField(max_length=16, choices=System.choices)
+    source_id = models.CharField(max_length=200)
+    detail = models.JSONField(default=dict, blank=True)
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "system", "source_id"], name="origin_unique_source_id"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.system}:{self.source_id} → memory {self.memory_id}"
+
+    @property
+    def label(self) -> str:
+        """How the dashboard says it: "imported from mem0, id 3f2…, on 6 Dec 2026"."""
+        return (
+            f"imported from {self.get_system_display()}, id {self.source_id}, "
+            f"at {self.imported_at:%Y-%m-%d %H:%M} UTC"
+        )

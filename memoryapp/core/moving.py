@@ -1,0 +1,332 @@
+"""Moving memory in from another memory system (memoryapp.core.formats: mem0, Letta; the
+AMS API's own, memoryapp/ams/moving.py), written once for all of them.
+
+A reader turns the source into a `Plan` (sessions with their messages and working
+context; memories with the history the source kept), checking every field as it goes
+(`SourceError` names where the source broke; nothing is written then). `move_in` compares
+the plan with what the agent holds and, unless it is a dry run, writes it:
+
+- a memory whose id in its system the agent already holds (an `Origin` row) is skipped:
+  importing the same file twice creates nothing the second time;
+- a memory that says what an active memory of the agent says is imported all the same and
+  the line says which one it repeats: an imported memory keeps its identity (the duplicate
+  is shown, not merged);
+- a session whose key the agent has live is skipped, with the reason;
+- everything else is created: a memory with its history replayed through Memory's own
+  methods (add, replace, archive), each change at the time and by the actor the source
+  recorded, and an `Origin` naming the system, the id and when it came; a session's
+  messages as turns (one per user message, each extracted as an appended turn is), its
+  working context as explicit items whose evidence says where each came from.
+
+One transaction per session and one per batch of memories: a failure leaves whole
+sessions and whole batches, never half of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
+from memoryapp.core.limits import MAX_FACT_CHARS, MAX_MESSAGES_PER_TURN
+from memoryapp.core.models import (
+    Agent,
+    ContextItem,
+    Memory,
+    MemoryEvent,
+    Message,
+    Origin,
+    Session,
+)
+from memoryapp.lib.extraction.text import at_word
+
+BATCH = 200  # memories written per transaction
+
+
+class SourceError(ValueError):
+    """The source is malformed or truncated: `where` names the place (a JSON path, a
+    table and row), `what` what is wrong there."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where, self.what = where, what
+
+
+@dataclass
+class Change:
+    """One change the source recorded: `content` after it (None for a delete)."""
+
+    action: str  # "add", "update" or "delete"
+    content: str | None
+    at: datetime | None
+    actor: str
+
+
+@dataclass
+class MemoryIn:
+    source_id: str
+    content: str
+    memory_type: str = Memory.Type.FACT
+    confidence: float = 0.8
+    history: list[Change] = field(default_factory=list)  # oldest first
+    deleted: bool = False
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MessageIn:
+    role: str
+    content: str
+    created_at: datetime | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    client_id: str = ""
+
+
+@dataclass
+class SessionIn:
+    key: str
+    messages: list[MessageIn] = field(default_factory=list)
+    # Working context: name -> (value, where it came from).
+    context: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    goal: str = ""
+
+
+@dataclass
+class Plan:
+    system: str  # Origin.System
+    source: str  # the file or address it was read from, for the report
+    sessions: list[SessionIn] = field(default_factory=list)
+    memories: list[MemoryIn] = field(default_factory=list)
+    notes: list[Line] = field(default_factory=list)  # what the reader left out, and why
+
+
+@dataclass
+class Line:
+    kind: str  # "session" or "memory"
+    source_id: str
+    action: str  # "create" or "skip"
+    why: str
+    text: str
+
+
+@dataclass
+class Report:
+    system: str
+    source: str
+    dry_run: bool
+    lines: list[Line] = field(default_factory=list)
+
+    def count(self, kind: str, action: str) -> int:
+        return sum(1 for line in self.lines if line.kind == kind and line.action == action)
+
+    @property
+    def summary(self) -> str:
+        """ "3 sessions and 12 memories created; 2 memories skipped" (would be, dry)."""
+        done = "would be " if self.dry_run else ""
+        parts = []
+        for action, verb in (("create", "created"), ("skip", "skipped")):
+            sessions, memories = self.count("session", action), self.count("memory", action)
+            if sessions or memories:
+                counted = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in (
+                    (sessions, "session"), (memories, "memory")) if n]  # fmt: skip
+                parts.append(f"{' and '.join(counted)} {done}{verb}")
+        text = "; ".join(parts) or "nothing to import"
+        return text.replace("memorys", "memories")
+
+
+def _preview(text: str) -> str:
+    return at_word(" ".join(text.split()), 120)
+
+
+def _plan_memories(agent: Agent, plan: Plan) -> list[tuple[MemoryIn, Line]]:
+    held = dict(
+        Origin.objects.filter(
+            agent=agent, system=plan.system, source_id__in=[m.source_id for m in plan.memories]
+        ).values_list("source_id", "memory_id")
+    )
+    keys = {Memory.content_key_for(m.content): m for m in plan.memories}
+    same = dict(
+        Memory.objects.filter(agent=agent, status=Memory.Status.ACTIVE, content_key__in=keys)
+        .order_by("pk")
+        .values_list("content_key", "pk")
+    )
+    lines = []
+    for memory in plan.memories:
+        if memory.source_id in held:
+            why = f"already imported: memory #{held[memory.source_id]}"
+            lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
+            continue
+        twin = same.get(Memory.content_key_for(memory.content))
+        why = "new"
+        if memory.deleted:
+            why = "deleted in the source: imported archived, with its history"
+        elif twin is not None:
+            why = f"says what memory #{twin} says: imported beside it, not merged"
+        lines.append((memory, Line("memory", memory.source_id, "create", why, "")))
+    for memory, line in lines:
+        line.text = _preview(memory.content)
+    return lines
+
+
+def _plan_sessions(agent: Agent, plan: Plan) -> list[tuple[SessionIn, Line]]:
+    now = timezone.now()
+    live = set(
+        Session.objects.for_agent(agent)
+        .active(now)
+        .filter(key__in=[s.key for s in plan.sessions])
+        .values_list("key", flat=True)
+    )
+    lines = []
+    for session in plan.sessions:
+        n = len(session.messages)
+        told = f"{n} message{'s' if n != 1 else ''}, {len(session.context)} context items"
+        if session.key in live:
+            line = Line("session", session.key, "skip", "a live session has this key", told)
+        else:
+            line = Line("session", session.key, "create", "new", told)
+        lines.append((session, line))
+    return lines
+
+
+def move_in(
+    agent: Agent, plan: Plan, *, dry_run: bool, actor: str, on_batch: Callable | None = None
+) -> Report:
+    """Import `plan` into `agent` (or, with `dry_run`, only say what would happen): the
+    report has a line per session and memory with what was (would be) done and why."""
+    report = Report(plan.system, plan.source, dry_run)
+    sessions = _plan_sessions(agent, plan)
+    memories = _plan_memories(agent, plan)
+    report.lines = [line for _, line in sessions] + [line for _, line in memories] + plan.notes
+    if dry_run:
+        return report
+    for session, line in sessions:
+        if line.action == "create":
+            with transaction.atomic():
+                _write_session(agent, session, plan.system)
+    wanted = [m for m, line in memories if line.action == "create"]
+    for start in range(0, len(wanted), BATCH):
+        with transaction.atomic():
+            for memory in wanted[start : start + BATCH]:
+                _write_memory(agent, memory, plan.system)
+        if on_batch is not None:
+            on_batch(min(start + BATCH, len(wanted)), len(wanted))
+    return report
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def _turns(messages: list[MessageIn]) -> list[list[MessageIn]]:
+    """Messages cut into turns: each user message starts one (a leading system message
+    joins the first), at most MAX_MESSAGES_PER_TURN each."""
+    turns: list[list[MessageIn]] = []
+    for message in messages:
+        starts = message.role == "user" and turns and any(m.role != "system" for m in turns[-1])
+        if not turns or starts or len(turns[-1]) >= MAX_MESSAGES_PER_TURN:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
+
+
+def _write_session(agent: Agent, session: SessionIn, system: str) -> None:
+    for messages in _turns(session.messages):
+        append_turn(
+            agent,
+            session.key,
+            TurnInput(
+                messages=[
+                    MessageInput(m.role, m.content, m.name, m.tool_call_id, m.tool_calls)
+                    for m in messages
+                ],
+                timestamp=messages[-1].created_at,
+            ),
+        )
+    row, created = Session.objects.get_or_create(
+        agent=agent, key=session.key, defaults={"expires_at": timezone.now()}
+    )
+    if created:
+        row.slide_expiry(timezone.now())
+    row.metadata = {**(row.metadata or {}), **session.metadata}
+    row.goal = row.goal or session.goal[:10_000]
+    row.save(update_fields=["metadata", "goal", "expires_at"])
+    stored = Message.objects.filter(session=row).order_by("seq")
+    for message, source in zip(stored, session.messages, strict=True):
+        update = {"created_at": source.created_at} if source.created_at else {}
+        if source.client_id:
+            update["client_id"] = source.client_id
+        if update:
+            Message.objects.filter(pk=message.pk).update(**update)
+    for key, (value, where) in session.context.items():
+        ContextItem.put(
+            row,
+            key,
+            value,
+            source=ContextItem.Source.EXPLICIT,
+            confidence=1.0,
+            actor=f"import:{system}",
+            evidence=[{"turn": 0, "seq": None, "what": where}],
+        )
+
+
+def _events_since(memory_ids: list[int], after: int) -> QuerySet[MemoryEvent]:
+    return MemoryEvent.objects.filter(
+        target_kind=MemoryEvent.Target.MEMORY, target_id__in=memory_ids, pk__gt=after
+    )
+
+
+def _last_event_id() -> int:
+    last = MemoryEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
+    return last or 0
+
+
+def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
+    """The memory, its history replayed through Memory's methods with the source's times
+    and actors, and its Origin; the memory as it reads now is returned."""
+    history = memory.history or [Change("add", memory.content, memory.created_at, system)]
+    if history[0].action != "add" or history[0].content is None:
+        history = [Change("add", memory.content, memory.created_at, system), *history]
+    row: Memory | None = None
+    chain: list[int] = []  # the memory's rows, first version first
+    for change in history:
+        mark = _last_event_id()
+        actor = change.actor[:200]
+        if row is None:
+            row, _ = Memory.remember(
+                agent,
+                change.content[:MAX_FACT_CHARS],
+                memory_type=memory.memory_type,
+                confidence=memory.confidence,
+                actor=actor,
+                merge=False,
+            )
+        elif change.action == "delete":
+            row.archive(actor)
+        elif change.content is not None and change.content != row.content:
+            if row.status != Memory.Status.ACTIVE:
+                row.restore(actor)
+            row = row.revise(actor=actor, content=change.content[:MAX_FACT_CHARS])
+        when = change.at or timezone.now()
+        if row.pk not in chain:
+            chain.append(row.pk)
+            Memory.objects.filter(pk=row.pk).update(created_at=when)
+        _events_since(chain, mark).update(created_at=when)
+        Memory.objects.filter(pk__in=chain[-2:]).update(updated_at=when)
+    if memory.deleted and row.status == Memory.Status.ACTIVE:
+        row.archive(system)
+    if memory.expires_at is not None:
+        Memory.objects.filter(pk=row.pk).update(expires_at=memory.expires_at)
+    Origin.objects.create(
+        agent=agent, memory=row, system=system, source_id=memory.source_id, detail=memory.detail
+    )
+    return row
