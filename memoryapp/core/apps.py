@@ -13,9 +13,13 @@ class CoreConfig(AppConfig):
 
         # The Celery tasks registered in every process, the web's own included: dispatch
         # looks the extraction task up by its name (memoryapp.core.dispatch).
-        from memoryapp.core import embeddings, tasks  # noqa: F401
+        from memoryapp.core import embeddings, moving, tasks  # noqa: F401
+        from memoryapp.core.formats import letta, mem0
         from memoryapp.core.models import Finding, Memory
 
+        # The memory systems memory moves in from (the AMS API adds its own).
+        for system in (mem0.SYSTEM_ENTRY, letta.SYSTEM_ENTRY):
+            moving.add_system(system)
         # A memory or finding written is embedded soon after, off the request path.
         for model in (Memory, Finding):
             post_save.connect(

@@ -79,6 +79,7 @@ class MemoryIn:
     created_at: datetime | None = None
     expires_at: datetime | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    payload: Any = None  # the source's own object, for a system's own writer
 
 
 @dataclass
@@ -100,6 +101,8 @@ class SessionIn:
     context: dict[str, tuple[Any, str]] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     goal: str = ""
+    ttl_seconds: int | None = None  # None: the agent's
+    payload: Any = None  # the source's own object, for a system's own writer
 
 
 @dataclass
@@ -109,13 +112,20 @@ class Plan:
     sessions: list[SessionIn] = field(default_factory=list)
     memories: list[MemoryIn] = field(default_factory=list)
     notes: list[Line] = field(default_factory=list)  # what the reader left out, and why
+    # A system whose memory this app also serves through an API of its own (the AMS API)
+    # writes through that API's functions instead, so what its clients read afterwards is
+    # what they would have read had they written it there; `held` names what the agent
+    # already holds by that system's ids (id -> why).
+    write_session: Callable[[Agent, SessionIn], Session] | None = None
+    write_memory: Callable[[Agent, MemoryIn], Memory] | None = None
+    held: Callable[[Agent, list[str]], dict[str, str]] | None = None
 
 
 @dataclass
 class Line:
     kind: str  # "session" or "memory"
     source_id: str
-    action: str  # "create" or "skip"
+    action: str  # "create", "merge" (into a live session) or "skip"
     why: str
     text: str
 
@@ -135,7 +145,7 @@ class Report:
         """ "3 sessions and 12 memories created; 2 memories skipped" (would be, dry)."""
         done = "would be " if self.dry_run else ""
         parts = []
-        for action, verb in (("create", "created"), ("skip", "skipped")):
+        for action, verb in (("create", "created"), ("merge", "merged"), ("skip", "skipped")):
             sessions, memories = self.count("session", action), self.count("memory", action)
             if sessions or memories:
                 counted = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in (
@@ -143,6 +153,36 @@ class Report:
                 parts.append(f"{' and '.join(counted)} {done}{verb}")
         text = "; ".join(parts) or "nothing to import"
         return text.replace("memorys", "memories")
+
+
+@dataclass
+class Source:
+    """What a person hands an importer: files (each its bytes and name) or a server's
+    address."""
+
+    files: list[tuple[bytes, str]] = field(default_factory=list)
+    url: str = ""
+    options: dict[str, list[str]] = field(default_factory=dict)  # a system's own
+
+
+@dataclass
+class System:
+    """A memory system memoryapp moves memory in from and out to."""
+
+    name: str  # Origin.System
+    label: str
+    takes: str  # what to hand it, in words (the command's help, the dashboard's page)
+    read: Callable[[Source], Plan]
+    export: Callable[[Agent], dict[str, Any]] | None = None
+
+
+SYSTEMS: dict[str, System] = {}
+
+
+def add_system(system: System) -> None:
+    """Offer `system` to the import command and page (an app registers its own from its
+    AppConfig.ready, as the AMS API does)."""
+    SYSTEMS[system.name] = system
 
 
 def _preview(text: str) -> str:
@@ -161,10 +201,16 @@ def _plan_memories(agent: Agent, plan: Plan) -> list[tuple[MemoryIn, Line]]:
         .order_by("pk")
         .values_list("content_key", "pk")
     )
+    reasons = {i: f"already imported: memory #{pk}" for i, pk in held.items()}
+    if plan.held is not None:
+        elsewhere = plan.held(
+            agent, [m.source_id for m in plan.memories if m.source_id not in held]
+        )
+        reasons.update(elsewhere)
     lines = []
     for memory in plan.memories:
-        if memory.source_id in held:
-            why = f"already imported: memory #{held[memory.source_id]}"
+        if memory.source_id in reasons:
+            why = reasons[memory.source_id]
             lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
             continue
         twin = same.get(Memory.content_key_for(memory.content))
@@ -191,7 +237,10 @@ def _plan_sessions(agent: Agent, plan: Plan) -> list[tuple[SessionIn, Line]]:
     for session in plan.sessions:
         n = len(session.messages)
         told = f"{n} message{'s' if n != 1 else ''}, {len(session.context)} context items"
-        if session.key in live:
+        if session.key in live and plan.write_session is not None:
+            why = "a live session has this key: stored into it as its own API would store it"
+            line = Line("session", session.key, "merge", why, told)
+        elif session.key in live:
             line = Line("session", session.key, "skip", "a live session has this key", told)
         else:
             line = Line("session", session.key, "create", "new", told)
@@ -211,14 +260,27 @@ def move_in(
     if dry_run:
         return report
     for session, line in sessions:
-        if line.action == "create":
+        if line.action in ("create", "merge"):
             with transaction.atomic():
-                _write_session(agent, session, plan.system)
+                if plan.write_session is not None:
+                    plan.write_session(agent, session)
+                else:
+                    _write_session(agent, session, plan.system)
     wanted = [m for m, line in memories if line.action == "create"]
     for start in range(0, len(wanted), BATCH):
         with transaction.atomic():
             for memory in wanted[start : start + BATCH]:
-                _write_memory(agent, memory, plan.system)
+                if plan.write_memory is not None:
+                    row = plan.write_memory(agent, memory)
+                else:
+                    row = _write_memory(agent, memory, plan.system)
+                Origin.objects.create(
+                    agent=agent,
+                    memory=row,
+                    system=plan.system,
+                    source_id=memory.source_id,
+                    detail=memory.detail,
+                )
         if on_batch is not None:
             on_batch(min(start + BATCH, len(wanted)), len(wanted))
     return report
@@ -239,7 +301,7 @@ def _turns(messages: list[MessageIn]) -> list[list[MessageIn]]:
     return turns
 
 
-def _write_session(agent: Agent, session: SessionIn, system: str) -> None:
+def _write_session(agent: Agent, session: SessionIn, system: str) -> Session:
     for messages in _turns(session.messages):
         append_turn(
             agent,
@@ -259,7 +321,10 @@ def _write_session(agent: Agent, session: SessionIn, system: str) -> None:
         row.slide_expiry(timezone.now())
     row.metadata = {**(row.metadata or {}), **session.metadata}
     row.goal = row.goal or session.goal[:10_000]
-    row.save(update_fields=["metadata", "goal", "expires_at"])
+    if session.ttl_seconds is not None:
+        row.ttl_seconds = session.ttl_seconds
+        row.slide_expiry(timezone.now())
+    row.save(update_fields=["metadata", "goal", "ttl_seconds", "expires_at", "last_activity_at"])
     stored = Message.objects.filter(session=row).order_by("seq")
     for message, source in zip(stored, session.messages, strict=True):
         update = {"created_at": source.created_at} if source.created_at else {}
@@ -277,6 +342,7 @@ def _write_session(agent: Agent, session: SessionIn, system: str) -> None:
             actor=f"import:{system}",
             evidence=[{"turn": 0, "seq": None, "what": where}],
         )
+    return row
 
 
 def _events_since(memory_ids: list[int], after: int) -> QuerySet[MemoryEvent]:
@@ -292,7 +358,7 @@ def _last_event_id() -> int:
 
 def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
     """The memory, its history replayed through Memory's methods with the source's times
-    and actors, and its Origin; the memory as it reads now is returned."""
+    and actors; the memory as it reads now is returned."""
     history = memory.history or [Change("add", memory.content, memory.created_at, system)]
     if history[0].action != "add" or history[0].content is None:
         history = [Change("add", memory.content, memory.created_at, system), *history]
@@ -326,7 +392,4 @@ def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
         row.archive(system)
     if memory.expires_at is not None:
         Memory.objects.filter(pk=row.pk).update(expires_at=memory.expires_at)
-    Origin.objects.create(
-        agent=agent, memory=row, system=system, source_id=memory.source_id, detail=memory.detail
-    )
     return row

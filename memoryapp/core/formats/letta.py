@@ -35,7 +35,16 @@ from typing import Any
 
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Origin
-from memoryapp.core.moving import Line, MemoryIn, MessageIn, Plan, SessionIn, SourceError
+from memoryapp.core.moving import (
+    Line,
+    MemoryIn,
+    MessageIn,
+    Plan,
+    SessionIn,
+    Source,
+    SourceError,
+    System,
+)
 
 SYSTEM = Origin.System.LETTA
 ROLES = {"system", "user", "assistant", "tool"}
@@ -249,3 +258,19 @@ def read(data: bytes, source: str) -> Plan:
     if not plan.sessions:
         raise SourceError("agents", "no agent to import")
     return plan
+
+
+def read_source(source: Source) -> Plan:
+    """Every agent of every agent file in `source.files`."""
+    if not source.files:
+        raise SourceError("files", "no agent file")
+    plans = [read(data, name) for data, name in source.files]
+    plan = Plan(SYSTEM, ", ".join(p.source for p in plans))
+    for each in plans:
+        plan.sessions += each.sessions
+        plan.memories += each.memories
+        plan.notes += each.notes
+    return plan
+
+
+SYSTEM_ENTRY = System(SYSTEM, "Letta", "agent files (.af)", read_source)

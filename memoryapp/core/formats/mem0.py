@@ -22,13 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import tempfile
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Agent, Memory, Origin
-from memoryapp.core.moving import Change, Line, MemoryIn, Plan, SourceError
+from memoryapp.core.moving import Change, Line, MemoryIn, Plan, Source, SourceError, System
 
 SYSTEM = Origin.System.MEM0
 IDS = ("user_id", "agent_id", "run_id", "actor_id", "role")
@@ -221,3 +222,32 @@ def export(agent: Agent) -> dict[str, list[dict[str, Any]]]:
     origins = _origins(agent)
     active = Memory.objects.filter(agent=agent, status=Memory.Status.ACTIVE).order_by("pk")
     return {"results": [_item(agent, m, origins.get(m.pk)) for m in active]}
+
+
+SQLITE = b"SQLite format 3\x00"
+
+
+def read_source(source: Source) -> Plan:
+    """The get_all JSON files among `source.files` and, when one of them is an SQLite
+    database, mem0's history in it."""
+    databases = [(data, name) for data, name in source.files if data.startswith(SQLITE)]
+    answers = [(data, name) for data, name in source.files if not data.startswith(SQLITE)]
+    if not answers:
+        raise SourceError("files", "no get_all JSON among them")
+    if len(databases) > 1:
+        raise SourceError("files", "one history database at most")
+    if not databases:
+        return read(answers)
+    with tempfile.NamedTemporaryFile(suffix=".db") as copy:
+        copy.write(databases[0][0])
+        copy.flush()
+        return read(answers, copy.name)
+
+
+SYSTEM_ENTRY = System(
+    SYSTEM,
+    "mem0",
+    "get_all JSON (one file per user, say), with mem0's history.db for the edit history",
+    read_source,
+    export,
+)
