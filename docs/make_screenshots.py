@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 AGENT = "demo-agent"
+MOVED_AGENT = "moved-in"  # memory imported from mem0 and Letta
 # The seeded sessions each shot is about (memoryapp/clients/management/commands/seed_demo.py).
 SESSION = "swe-agent:pydicom__pydicom-1458"  # goal, subtasks, findings, working context
 LONG_SESSION = "claude-code:python-to-rust-port"  # 80 messages: pruned, with a summary
@@ -46,6 +47,10 @@ class Shot:
     # Click this first and wait for what it loads (the pruned-history marker's link).
     click: str | None = None
     full_page: bool = True
+    # Before the click: tick this, and choose this file (relative to the repository) in
+    # the file input (the import page's dry run).
+    check: str | None = None
+    upload: str | None = None
 
 
 def shots(memory_id: int) -> list[Shot]:
@@ -71,6 +76,14 @@ def shots(memory_id: int) -> list[Shot]:
         Shot("memory-history.png", f"{agent}/items/memory/{memory_id}/history/"),
         Shot("search.png", f"{agent}/search/?q=pixel+representation"),
         Shot("settings.png", f"{agent}/settings/"),
+        Shot(
+            "import.png",
+            f"{agent}/move/",
+            check="input[name=system][value=letta]",
+            upload="tests/fixtures/letta/customer_service.af",
+            click="button[value=preview]",
+        ),
+        Shot("memories-imported.png", f"/agents/{MOVED_AGENT}/memories/?status=all"),
         Shot("cleanup.png", "/cleanup/"),
     ]
 
@@ -90,6 +103,10 @@ def _memory_id(base: str, key: str) -> int:
 def _take(page, base: str, shot: Shot, out: Path) -> None:
     page.goto(base + shot.path)
     page.wait_for_load_state("networkidle")
+    if shot.check:
+        page.check(shot.check)
+    if shot.upload:
+        page.set_input_files("input[type=file]", str(ROOT / shot.upload))
     if shot.click:
         link = page.locator(shot.click).first
         if link.count() == 0:

@@ -27,6 +27,7 @@ def _pages(agent: Agent, memory: Memory) -> list[str]:
         reverse("dashboard:memories", args=[name]),
         reverse("dashboard:search", args=[name]) + "?q=parser",
         reverse("dashboard:agent_settings", args=[name]),
+        reverse("dashboard:moving", args=[name]),
         reverse("dashboard:cleanup"),
         reverse("dashboard:session", args=[name, KEYS[0]]),
         reverse("dashboard:item_history", args=[name, "memory", memory.pk]),

@@ -864,8 +864,9 @@ class MemoryQuerySet(models.QuerySet):
         return self.filter(status=Memory.Status.ACTIVE)
 
     def with_provenance(self) -> MemoryQuerySet:
-        """What the dashboard shows of each: its agent and the session that learned it."""
-        return self.select_related("agent", "session")
+        """What the dashboard shows of each: its agent, the session that learned it, and
+        where it was imported from."""
+        return self.select_related("agent", "session", "origin")
 
 
 class Memory(models.Model):
@@ -1528,8 +1529,8 @@ class Origin(models.Model):
     gives the memory its own id again."""
 
     class System(models.TextChoices):
-        MEM0 = "mem0"
-        LETTA = "letta"
+        MEM0 = "mem0", "mem0"
+        LETTA = "letta", "Letta"
         AMS = "ams", "Redis Agent Memory Server"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
@@ -1549,10 +1550,22 @@ class Origin(models.Model):
     def __str__(self) -> str:
         return f"{self.system}:{self.source_id} → memory {self.memory_id}"
 
+    @classmethod
+    def attach(cls, memories: list[Memory]) -> None:
+        """Give each of `memories` its origin (or none) in one query: a page of them
+        reads `memory.origin` without a query per row."""
+        found = {o.memory_id: o for o in cls.objects.filter(memory__in=[m.pk for m in memories])}
+        for memory in memories:
+            Memory.origin.related.set_cached_value(memory, found.get(memory.pk))
+
     @property
     def label(self) -> str:
-        """How the dashboard says it: "imported from mem0, id 3f2…, on 6 Dec 2026"."""
+        """How the dashboard says it: "imported from mem0, id 3f2…, at 2026-12-06 21:40
+        UTC" (a Letta block: its label and agent)."""
+        what = f"id {self.source_id}"
+        if self.system == self.System.LETTA and self.detail.get("block"):
+            what = f"core memory block {self.detail['block']} of {self.detail.get('session', '')}"
         return (
-            f"imported from {self.get_system_display()}, id {self.source_id}, "
+            f"imported from {self.get_system_display()}, {what}, "
             f"at {self.imported_at:%Y-%m-%d %H:%M} UTC"
         )

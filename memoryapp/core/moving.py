@@ -236,7 +236,9 @@ def _plan_sessions(agent: Agent, plan: Plan) -> list[tuple[SessionIn, Line]]:
     lines = []
     for session in plan.sessions:
         n = len(session.messages)
-        told = f"{n} message{'s' if n != 1 else ''}, {len(session.context)} context items"
+        told = f"{n} message{'s' if n != 1 else ''}"
+        if session.context:
+            told += f", {len(session.context)} working-context items"
         if session.key in live and plan.write_session is not None:
             why = "a live session has this key: stored into it as its own API would store it"
             line = Line("session", session.key, "merge", why, told)
@@ -359,9 +361,10 @@ def _last_event_id() -> int:
 def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
     """The memory, its history replayed through Memory's methods with the source's times
     and actors; the memory as it reads now is returned."""
-    history = memory.history or [Change("add", memory.content, memory.created_at, system)]
+    first = Change("add", memory.content, memory.created_at, f"import:{system}")
+    history = memory.history or [first]
     if history[0].action != "add" or history[0].content is None:
-        history = [Change("add", memory.content, memory.created_at, system), *history]
+        history = [first, *history]
     row: Memory | None = None
     chain: list[int] = []  # the memory's rows, first version first
     for change in history:
@@ -389,7 +392,7 @@ def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
         _events_since(chain, mark).update(created_at=when)
         Memory.objects.filter(pk__in=chain[-2:]).update(updated_at=when)
     if memory.deleted and row.status == Memory.Status.ACTIVE:
-        row.archive(system)
+        row.archive(f"import:{system}")
     if memory.expires_at is not None:
         Memory.objects.filter(pk=row.pk).update(expires_at=memory.expires_at)
     return row

@@ -28,7 +28,7 @@ from django_htmx.http import trigger_client_event
 
 from memoryapp.core import embeddings, recall
 from memoryapp.core.limits import MAX_FACT_CHARS
-from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent
+from memoryapp.core.models import Agent, ContextItem, Finding, Memory, MemoryEvent, Origin
 from memoryapp.dashboard.access import _get_agent_and_role, _get_session_for_user
 
 PAGE = 50
@@ -238,6 +238,7 @@ def memories(request: HttpRequest, name: str) -> HttpResponse:
         limit=PAGE,
     )
     MemoryEvent.attach_people(found)
+    Origin.attach(found)
     context = {
         "agent": agent,
         "role": role,

@@ -3,6 +3,7 @@ from django.urls import path
 from memoryapp.dashboard import (
     cleanup_views,
     memory_views,
+    moving_views,
     search_views,
     session_views,
     settings_views,
@@ -21,6 +22,12 @@ urlpatterns = [
     path("agents/<slug:name>/sessions/<str:key>/older/", session_views.session_older, name="older"),
     path("agents/<slug:name>/sessions/<str:key>/live/", session_views.session_live, name="live"),
     path("agents/<slug:name>/settings/", settings_views.agent_settings, name="agent_settings"),
+    path("agents/<slug:name>/move/", moving_views.moving_page, name="moving"),
+    path(
+        "agents/<slug:name>/move/export/<slug:system>/",
+        moving_views.export_memory,
+        name="moving_export",
+    ),
     path("agents/<slug:name>/keys/", settings_views.create_key, name="create_key"),
     path(
         "agents/<slug:name>/keys/<int:key_id>/revoke/", settings_views.revoke_key, name="revoke_key"

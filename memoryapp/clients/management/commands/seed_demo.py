@@ -12,6 +12,9 @@
   re-typed, superseded by the agent and by a person, archived, one past its expiry);
 - one imported session, last active a month ago and expired yesterday, so the cleanup page
   has something to clean;
+- an agent `moved-in` (demo is its staff) whose memory came from mem0 (get_all answers and
+  its history database: edits, deletes) and from a Letta agent file (a session and its core
+  memory blocks), through the importer (memoryapp.core.moving);
 - a second agent, `ops-agent`, with its own session and memory, that `demo` cannot see.
 
 Safe to run again: the password is reset, the previous demo key is replaced, importing a
@@ -37,7 +40,7 @@ from django.utils import timezone
 
 from agents.importers import load_transcript, send
 from memoryapp.clients import inprocess
-from memoryapp.core import workers
+from memoryapp.core import moving, workers
 from memoryapp.core.conversation import MessageInput, TurnInput, append_turn
 from memoryapp.core.models import (
     Agent,
@@ -53,6 +56,11 @@ from memoryapp.dashboard.models import Membership
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo" / "transcripts"
 DEMO_TTL = 30 * 24 * 3600  # demo sessions stay visible for a month
+# The agent whose memory moved in from mem0 and Letta, and the files it came from.
+MOVED_AGENT = "moved-in"
+MOVED_DIR = Path(settings.BASE_DIR) / "tests" / "fixtures"
+MEM0_FILES = ["get_all_alice.json", "get_all_bob.json", "history.db"]
+LETTA_FILE = "loop.af"
 KEY_NAME = "seed_demo"
 # Low enough that the long transcripts (80 messages, 14k tokens) are pruned and summarised,
 # high enough that the short ones are shown whole.
@@ -235,6 +243,7 @@ class Command(BaseCommand):
             self._subtasks(pydicom)
             self._corrections(pydicom, f"agent:{demo_agent.name}", people)
         self._memories(demo_agent, people)
+        self._moved_in(user)
         self._hidden_agent(username)
 
         self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {username!r} with password:")
@@ -423,6 +432,27 @@ class Command(BaseCommand):
         self._say(f"{total} memories of {agent.name} with their history", created > 0, detail)
 
     # --- someone else's agent ------------------------------------------------------------
+
+    def _moved_in(self, user) -> None:
+        """An agent whose memory came from elsewhere: mem0's get_all answers and history
+        database, and a Letta agent file (the real files the importers are tested on,
+        tests/fixtures/mem0 and tests/fixtures/letta, each with its source and licence),
+        through the importer the dashboard's page and `import_memory` use."""
+        agent, _ = Agent.objects.get_or_create(name=MOVED_AGENT, defaults={"ttl_seconds": DEMO_TTL})
+        self._membership(user, agent)
+        mem0_files = [(MOVED_DIR / "mem0" / n).read_bytes() for n in MEM0_FILES]
+        plans = [
+            moving.SYSTEMS["mem0"].read(
+                moving.Source(files=list(zip(mem0_files, MEM0_FILES, strict=True)))
+            ),
+            moving.SYSTEMS["letta"].read(
+                moving.Source(files=[((MOVED_DIR / "letta" / LETTA_FILE).read_bytes(), LETTA_FILE)])
+            ),
+        ]
+        for plan in plans:
+            report = moving.move_in(agent, plan, dry_run=False, actor=f"user:{user.username}")
+            created = any(line.action == "create" for line in report.lines)
+            self._say(f"{plan.system} memory moved into {agent.name}", created, report.summary)
 
     def _hidden_agent(self, username: str) -> None:
         """Another team's agent: it has an owner, a session and a memory, and the demo
