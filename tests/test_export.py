@@ -49,6 +49,7 @@ from memoryapp.core.models import (
     Finding,
     Memory,
     MemoryEvent,
+    Origin,
     Message,
     PendingToolOutput,
     Session,
@@ -1273,6 +1274,12 @@ COMPLETE_DOCUMENT = {
                         "topics": ["testing", "pytest"],
                         "entities": ["pytest"],
                     },
+                    "origin": {
+                        "system": "ams",
+                        "source_id": "01JCLIENTRECORD22",
+                        "detail": {"namespace": "work", "user_id": "ada"},
+                        "imported_at": _T1,
+                    },
                 },
             ],
         }
@@ -1322,6 +1329,13 @@ COMPLETE_DOCUMENT = {
                 "working_memory": None,
                 "topics": [],
                 "entities": ["answers"],
+            },
+            # Imported from another memory system (memoryapp/core/moving.py).
+            "origin": {
+                "system": "mem0",
+                "source_id": "191bbc0a-9f7a-47e1-9b32-445568a86732",
+                "detail": {"user_id": "ann", "hash": "3251638c9c3c3449d3ff91e5780b1217"},
+                "imported_at": _T1,
             },
         }
     ],
@@ -1906,7 +1920,7 @@ EXTRA = {
     export_api.ExportSubtask: (schemas.SubtaskOut, {"created_at", "updated_at"}),
     export_api.ExportMemory: (
         schemas.MemoryDetail,
-        {"last_accessed_at", "access_count", "history", "ams"},
+        {"last_accessed_at", "access_count", "history", "ams", "origin"},
     ),
     export_api.ExportMemoryEvent: (schemas.MemoryEventOut, set()),
     export_api.ExportAgent: (schemas.AgentOut, set()),
@@ -1939,15 +1953,20 @@ def test_an_export_writes_every_field_its_schema_declares(api, rich):
     record = {"id": "rec-1", "text": "The API is versioned", "session_id": "s", "topics": ["api"]}
     ok(api.put(f"{BASE}/sessions/s/context-items/branch", {"value": "dev"}))
     ok(ams(api, "POST", "/long-term-memory/", {"memories": [record]}))
+    imported = Memory.objects.filter(session__key="s").exclude(content=record["text"]).first()
+    Origin.objects.create(
+        agent=imported.agent, memory=imported, system="mem0", source_id="m-1", detail={"a": 1}
+    )
     seen: dict[type, set[str]] = {}
     _fields_written(export_api.ExportDocument.model_validate(exported(api, "s")), seen)
     unwritten = {schema: set(schema.model_fields) - fields for schema, fields in seen.items()}
     assert {s: f for s, f in unwritten.items() if f} == NEVER_IN_THE_RICH_EXPORT
     assert export_api.ExportAmsRecord in seen and export_api.ExportEvidence in seen
+    assert export_api.ExportOrigin in seen
 
 
-def test_the_ams_record_is_a_section_of_a_memorys_export():
-    assert [s.name for s in export.MEMORY_SECTIONS] == ["ams"]
+def test_the_ams_record_and_the_origin_are_sections_of_a_memorys_export():
+    assert [s.name for s in export.MEMORY_SECTIONS] == ["origin", "ams"]
 
 
 def test_the_loader_recognises_an_export_and_leaves_it_whole(api, rich, tmp_path):

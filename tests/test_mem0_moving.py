@@ -155,3 +155,24 @@ def test_a_history_file_that_is_not_mem0_s_is_refused(tmp_path):
     db.commit()
     with pytest.raises(SourceError, match=r"history row \d+ .*event"):
         mem0.read(_files(), str(broken))
+
+
+def test_an_exported_agent_keeps_where_its_memory_came_from(agent):
+    """memoryapp's own export carries each memory's origin: importing the agent into
+    another, then the mem0 files again, brings nothing twice."""
+    from memoryapp.core import export
+    from memoryapp.core.models import Agent
+
+    move_in(agent, _plan(), dry_run=False, actor="user:staff")
+    document = json.loads("".join(export.stream_agent(agent)))
+    other = Agent.objects.create(name="elsewhere")
+    export.import_document(other, document)
+    fields = ("system", "source_id", "detail", "imported_at", "memory__content")
+    theirs = list(Origin.objects.filter(agent=agent).order_by("source_id").values(*fields))
+    ours = list(Origin.objects.filter(agent=other).order_by("source_id").values(*fields))
+    assert ours == theirs and len(ours) == 9
+    again = move_in(other, _plan(), dry_run=False, actor="user:staff")
+    assert {line.action for line in again.lines} == {"skip"}
+    with pytest.raises(export.ImportConflict) as caught:
+        export.import_document(other, document)
+    assert "mem0:191bbc0a-9f7a-47e1-9b32-445568a86732" in caught.value.records

@@ -320,10 +320,22 @@ class ExportAmsRecord(InputSchema):
     entities: RecordTags
 
 
+class ExportOrigin(InputSchema):
+    """Where an imported memory came from (memoryapp/core/moving.py): the system, its id
+    there (one memory per system and id in an agent: a 409 when the agent has it, unless
+    `replace=true`), what that system said of it, and when it came."""
+
+    system: Literal["mem0", "letta", "ams"]
+    source_id: _text(200, 1)
+    detail: dict[str, Any]
+    imported_at: Moment
+
+
 class ExportMemory(InputSchema):
     """A memory as `GET /memories/{id}` answers it, with its own expiry, how often it was
     read into a context, and its history; `ams`, the record of a memory written through
-    the Redis Agent Memory Server API (absent for the others)."""
+    the Redis Agent Memory Server API (absent for the others); `origin`, where a memory
+    imported from another memory system came from (absent for the others)."""
 
     id: Id
     memory_type: MemoryType
@@ -339,6 +351,7 @@ class ExportMemory(InputSchema):
     access_count: NonNegativeInt
     history: list[ExportMemoryEvent]
     ams: ExportAmsRecord = _omitted()
+    origin: ExportOrigin = _omitted()
 
 
 # --- the extraction tally (memoryapp/lib/extraction/context.py): what later turns build on ---

@@ -20,6 +20,10 @@ class CoreConfig(AppConfig):
         # The memory systems memory moves in from (the AMS API adds its own).
         for system in (mem0.SYSTEM_ENTRY, letta.SYSTEM_ENTRY):
             moving.add_system(system)
+        # An imported memory's origin goes with it in memoryapp's own export and import.
+        from memoryapp.core.export import add_memory_section
+
+        add_memory_section(moving.ORIGINS)
         # A memory or finding written is embedded soon after, off the request path.
         for model in (Memory, Finding):
             post_save.connect(

@@ -7,7 +7,8 @@ subtasks, the session's goal, metadata, TTL and expiry, the extraction evidence 
 the long-term memories it produced; every finding, context item and memory carries its
 history (MemoryEvent rows, oldest first), and a memory carries what another app keeps
 beside it, each as a section of its own (a `MemorySection`: the Redis Agent Memory Server
-API's record, `ams`, memoryapp/ams/export.py). An agent's export
+API's record, `ams`, memoryapp/ams/export.py; where an imported memory came from,
+`origin`, memoryapp/core/moving.py). An agent's export
 holds all its live sessions, its memories that no live session produced, and its
 settings.
 

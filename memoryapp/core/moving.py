@@ -396,3 +396,74 @@ def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
     if memory.expires_at is not None:
         Memory.objects.filter(pk=row.pk).update(expires_at=memory.expires_at)
     return row
+
+
+# --- in memoryapp's own export and import (memoryapp.core.export) -----------------------------
+
+
+class Origins:
+    """The `origin` section of a memory's export (memoryapp.core.export.MemorySection):
+    an agent exported and imported elsewhere keeps where each memory came from, so a
+    later import from that system still skips what it brought."""
+
+    name = "origin"
+
+    def with_rows(self, memories: QuerySet[Memory]) -> QuerySet[Memory]:
+        return memories.select_related("origin")
+
+    def export(self, memory: Memory, sessions: set[int]) -> dict[str, Any] | None:
+        try:
+            origin = memory.origin
+        except Origin.DoesNotExist:
+            return None
+        return {
+            "system": origin.system,
+            "source_id": origin.source_id,
+            "detail": origin.detail,
+            "imported_at": origin.imported_at.isoformat(),
+        }
+
+    def check(self, located: list) -> list:
+        problems, seen = [], set()
+        for at, memory in located:
+            if "origin" in memory:
+                pair = (memory["origin"]["system"], memory["origin"]["source_id"])
+                if pair in seen:
+                    problems.append(((*at, "origin", "source_id"), "one memory per source id"))
+                seen.add(pair)
+        return problems
+
+    def _pairs(self, memories: list[dict]) -> list[tuple[str, str]]:
+        return [
+            (m["origin"]["system"], m["origin"]["source_id"]) for m in memories if "origin" in m
+        ]
+
+    def _held(self, agent: Agent, memories: list[dict]) -> QuerySet[Origin]:
+        pairs = self._pairs(memories)
+        held = Origin.objects.filter(agent=agent, source_id__in=[i for _, i in pairs])
+        wanted = set(pairs)
+        return held.filter(pk__in=[o.pk for o in held if (o.system, o.source_id) in wanted])
+
+    def held(self, agent: Agent, memories: list[dict]) -> list[str]:
+        return sorted(f"{o.system}:{o.source_id}" for o in self._held(agent, memories))
+
+    def write(self, agent, written, created, renamed, replace) -> None:
+        exported = [(row, m) for row, m in written if "origin" in m]
+        if replace:
+            self._held(agent, [m for _, m in exported]).delete()  # their memories stay
+        Origin.objects.bulk_create(
+            [
+                Origin(
+                    agent=agent,
+                    memory=row,
+                    system=m["origin"]["system"],
+                    source_id=m["origin"]["source_id"],
+                    detail=m["origin"]["detail"],
+                    imported_at=datetime.fromisoformat(m["origin"]["imported_at"]),
+                )
+                for row, m in exported
+            ]
+        )
+
+
+ORIGINS = Origins()
