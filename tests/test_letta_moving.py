@@ -120,3 +120,17 @@ def test_a_malformed_file_names_where_it_broke(agent, data, where):
         letta.read(data, "loop.af")
     assert str(caught.value).startswith(where)
     assert not Session.objects.filter(agent=agent).exists()
+
+
+def test_the_sessions_page_says_where_it_came_from(agent):
+    from django.urls import reverse
+
+    from tests.conftest import logged_in_member
+
+    move_in(agent, _read("loop.af"), dry_run=False, actor="user:staff")
+    session = Session.objects.get(agent=agent)
+    assert session.metadata["imported"]["source"] == "loop.af"
+    page = logged_in_member("viewer", agent, "vera").get(
+        reverse("dashboard:session", args=[agent.name, session.key])
+    )
+    assert "Imported from Letta (loop.af) at " in page.content.decode()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -265,9 +265,11 @@ def move_in(
         if line.action in ("create", "merge"):
             with transaction.atomic():
                 if plan.write_session is not None:
-                    plan.write_session(agent, session)
+                    row = plan.write_session(agent, session)
                 else:
-                    _write_session(agent, session, plan.system)
+                    row = _write_session(agent, session, plan.system)
+                if line.action == "create":
+                    _mark_imported(row, plan)
     wanted = [m for m, line in memories if line.action == "create"]
     for start in range(0, len(wanted), BATCH):
         with transaction.atomic():
@@ -345,6 +347,18 @@ def _write_session(agent: Agent, session: SessionIn, system: str) -> Session:
             evidence=[{"turn": 0, "seq": None, "what": where}],
         )
     return row
+
+
+def _mark_imported(session: Session, plan: Plan) -> None:
+    """The session says where it came from (its page shows it)."""
+    imported = {
+        "system": plan.system,
+        "from": Origin.System(plan.system).label,
+        "source": plan.source[:500],
+        "at": timezone.now().astimezone(UTC).isoformat(timespec="seconds"),
+    }
+    session.metadata = {**(session.metadata or {}), "imported": imported}
+    session.save(update_fields=["metadata"])
 
 
 def _events_since(memory_ids: list[int], after: int) -> QuerySet[MemoryEvent]:
