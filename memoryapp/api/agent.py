@@ -1,12 +1,16 @@
 """The agent a key belongs to: its settings (TTL, pruning limits, token budgets), in the
-one shape its export writes too (`core.export.agent_settings`)."""
+one shape its export writes too (`core.export.agent_settings`). A new TTL applies to the
+agent's live sessions at once (memoryapp/core/retention.py)."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Router
 
 from memoryapp.api.schemas import AgentOut, AgentPatch
+from memoryapp.core import retention
 from memoryapp.core.export import agent_settings
 from memoryapp.http.common import READ, WRITE, agent_of
 
@@ -25,5 +29,8 @@ def patch_agent(request: HttpRequest, payload: AgentPatch):
     for name, value in changes.items():
         setattr(agent, name, value)
     if changes:
-        agent.save(update_fields=[*changes, "updated_at"])
+        with transaction.atomic():
+            agent.save(update_fields=[*changes, "updated_at"])
+            if "ttl_seconds" in changes:
+                retention.apply_ttl(agent, timezone.now())
     return agent_settings(agent)

@@ -13,10 +13,13 @@ import copy
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from memoryapp.core import retention
 from memoryapp.core.limits import MAX_MESSAGES_SETTING, MAX_TOKEN_BUDGET, MAX_TTL_SECONDS
 from memoryapp.core.models import Agent, ApiKey
 from memoryapp.dashboard.access import _get_agent_for_user
@@ -177,7 +180,10 @@ def agent_settings(request: HttpRequest, name: str) -> HttpResponse:
     posted = request.method == "POST"
     saved = posted and form.is_valid()
     if saved:
-        form.save()
+        with transaction.atomic():
+            form.save()
+            if "ttl_seconds" in form.changed_data:
+                retention.apply_ttl(agent, timezone.now())
         stored = agent
         if not request.htmx:
             return redirect("dashboard:agent_settings", name=agent.name)
@@ -188,6 +194,25 @@ def agent_settings(request: HttpRequest, name: str) -> HttpResponse:
             request, "dashboard/agent_settings.html#settings-form", context, status=status
         )
     return render(request, "dashboard/agent_settings.html", context, status=status)
+
+
+@login_required
+@require_POST
+def retention_preview(request: HttpRequest, name: str) -> HttpResponse:
+    """What the TTL typed in the settings form would do to the live sessions, before it
+    is saved (the form's fragment asks on every change)."""
+    agent = _get_agent_for_user(request, name, "staff")
+    field = AgentSettingsForm.base_fields["ttl_seconds"]
+    try:
+        ttl = field.clean(field.widget.value_from_datadict(request.POST, {}, "ttl_seconds"))
+    except forms.ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422, content_type="text/plain")
+    context = {
+        "agent": agent,
+        "preview": retention.preview(agent, ttl, timezone.now()),
+        "same": ttl == agent.ttl_seconds,
+    }
+    return render(request, "dashboard/agent_settings.html#retention", context)
 
 
 @login_required

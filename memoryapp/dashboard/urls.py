@@ -22,6 +22,11 @@ urlpatterns = [
     path("agents/<slug:name>/sessions/<str:key>/older/", session_views.session_older, name="older"),
     path("agents/<slug:name>/sessions/<str:key>/live/", session_views.session_live, name="live"),
     path("agents/<slug:name>/settings/", settings_views.agent_settings, name="agent_settings"),
+    path(
+        "agents/<slug:name>/settings/retention/",
+        settings_views.retention_preview,
+        name="retention_preview",
+    ),
     path("agents/<slug:name>/move/", moving_views.moving_page, name="moving"),
     path(
         "agents/<slug:name>/move/export/<slug:system>/",
