@@ -171,7 +171,7 @@ def test_importing_again_changes_nothing(agent, peer):
     report = _import(agent, peer)
     assert (Message.objects.count(), Memory.objects.count(), ContextItem.objects.count()) == counts
     assert report.count("memory", "skip") == 8 and report.count("memory", "create") == 0
-    assert report.count("session", "merge") == 4
+    assert report.count("session", "skip") == 4
 
 
 def test_a_record_the_agent_wrote_through_ams_is_skipped(agent, peer):
@@ -205,3 +205,52 @@ def test_a_malformed_document_names_where_it_broke(agent, peer, change, where):
 def test_a_server_that_does_not_answer_is_a_clear_error(agent):
     with pytest.raises(SourceError, match="cannot reach the server"):
         moving.read(Source(url="http://127.0.0.1:9"))
+
+
+def test_ids_memoryapp_gave_come_into_another_agent_as_new_ones(agent, api, peer):
+    """An export of an agent whose memory came through /api/v1 names memoryapp's own rows
+    (`memoryapp-memory-3`): imported into another agent they must not name that agent's."""
+    from memoryapp.core.models import Agent
+
+    api.post("/api/v1/sessions/plain/turns", {"messages": [{"role": "user", "content": "hi"}]})
+    mine, _ = Memory.remember(agent, "The door code is 1234", memory_type="fact",
+                              confidence=0.8, actor="agent:x")  # fmt: skip
+    document = moving.export(agent)
+    other = Agent.objects.create(name="other")
+    plan = moving.read(Source(files=[(json.dumps(document).encode(), "export.json")]))
+    report = move_in(other, plan, dry_run=False, actor="user:staff")
+    assert report.count("session", "create") == 1 and report.count("memory", "create") == 1
+    record = MemoryRecord.objects.get(agent=other)
+    assert record.record_id == f"imported-memory-{mine.pk}"
+    assert record.memory.content == "The door code is 1234"
+    session = Session.objects.get(agent=other, key="plain")
+    assert Message.objects.get(session=session).client_id == "imported-message-1"
+    assert Memory.objects.get(pk=mine.pk).content == "The door code is 1234"  # untouched
+
+
+def test_a_session_here_is_left_as_it_is(agent, peer):
+    _import(agent, peer)
+    s1 = Session.objects.get(agent=agent, key="s1")
+    listed = set(MemoryRecord.objects.filter(working_memory=s1).values_list("record_id"))
+    assert listed
+    _import(agent, peer)
+    assert set(MemoryRecord.objects.filter(working_memory=s1).values_list("record_id")) == listed
+    assert not Message.objects.filter(session=s1, removed_at__isnull=False).exists()
+
+
+def test_what_the_api_refuses_is_a_line_and_the_rest_comes_in(agent, peer):
+    document = moving.fetch(peer, [], [])
+    big = document["working_memory"][0]
+    big["messages"] = [{"id": f"m{i}", "role": "user", "content": "x"} for i in range(1001)]
+    plan = moving.read(Source(files=[(json.dumps(document).encode(), "export.json")]))
+    report = move_in(agent, plan, dry_run=False, actor="user:staff")
+    refused = next(line for line in report.lines if line.source_id == big["session_id"])
+    assert refused.action == "skip" and refused.why.startswith("refused: ")
+    assert not Session.objects.filter(agent=agent, key=big["session_id"]).exists()
+    assert Session.objects.filter(agent=agent).count() == len(document["working_memory"]) - 1
+
+
+def test_an_address_with_a_query_or_fragment_is_refused(agent):
+    for address in ("http://127.0.0.1:9/x#", "http://127.0.0.1:9/?a=b", "file:///etc/passwd"):
+        with pytest.raises(SourceError, match="a server's address is"):
+            moving.fetch(address, [], [])

@@ -5,6 +5,7 @@ one encoded as a JSON string, and the older one with `core_memory`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,7 @@ def _broken(change) -> bytes:
 @pytest.mark.parametrize(
     "data, where",
     [
-        ((FIXTURES / "loop.af").read_bytes()[:5000], "line "),
+        ((FIXTURES / "loop.af").read_bytes()[:5000], "agent file: line "),
         (b"[1, 2]", "$"),
         (b'{"name": "x"}', "$"),
         (
@@ -134,3 +135,34 @@ def test_the_sessions_page_says_where_it_came_from(agent):
         reverse("dashboard:session", args=[agent.name, session.key])
     )
     assert "Imported from Letta (loop.af) at " in page.content.decode()
+
+
+def test_the_same_id_twice_in_a_file_is_imported_once(agent):
+    def twice(d):
+        d["blocks"].append({**d["blocks"][0], "id": "block-copy"})
+        d["agents"][0]["block_ids"].append("block-copy")
+        d["agents"].append(dict(d["agents"][0]))
+
+    report = move_in(agent, letta.read(_broken(twice), "loop.af"), dry_run=False, actor="user:x")
+    repeated = [line for line in report.lines if line.why.startswith("repeated in the source")]
+    assert {line.kind for line in repeated} == {"session", "memory"}
+    assert Session.objects.filter(agent=agent).count() == 1
+    assert Memory.objects.filter(agent=agent).count() == 9
+
+
+def test_values_of_the_wrong_type_are_refused(agent):
+    for change, where in [
+        (lambda d: d["agents"][0]["messages"][0].update(role=["user"]), "messages[0].role"),
+        (lambda d: d["agents"][0]["block_ids"].append(["x"]), "block_ids[9]"),
+        (lambda d: d["blocks"][0].update(label="x" * 101), "blocks[0].label"),
+        (lambda d: d["agents"][0]["messages"][0].update(created_at="0001-01-01T00:00:00"), "1970"),
+    ]:
+        with pytest.raises(SourceError, match=re.escape(where)):
+            letta.read(_broken(change), "loop.af")
+
+
+def test_an_empty_block_is_a_line_of_the_report(agent):
+    plan = letta.read(_broken(lambda d: d["blocks"][0].update(value="")), "loop.af")
+    report = move_in(agent, plan, dry_run=True, actor="user:x")
+    assert any(line.why.startswith("an empty block") for line in report.lines)
+    assert report.count("memory", "create") == 8

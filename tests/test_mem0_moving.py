@@ -176,3 +176,53 @@ def test_an_exported_agent_keeps_where_its_memory_came_from(agent):
     with pytest.raises(export.ImportConflict) as caught:
         export.import_document(other, document)
     assert "mem0:191bbc0a-9f7a-47e1-9b32-445568a86732" in caught.value.records
+
+
+def test_a_history_that_starts_with_an_update_keeps_the_text_before_it(agent, tmp_path):
+    copy = tmp_path / "history.db"
+    shutil.copy(FIXTURES / "history.db", copy)
+    db = sqlite3.connect(copy)
+    memory_id, old = db.execute(
+        "SELECT memory_id, old_memory FROM history WHERE event = 'UPDATE' AND old_memory "
+        "!= new_memory ORDER BY updated_at LIMIT 1"
+    ).fetchone()
+    db.execute("DELETE FROM history WHERE memory_id = ? AND event = 'ADD'", (memory_id,))
+    db.commit()
+    move_in(agent, mem0.read(_files(), str(copy)), dry_run=False, actor="user:staff")
+    added = MemoryEvent.objects.filter(target_kind="memory", action="add", after__content=old)
+    assert added.count() == 1  # the text before the first update recorded, not lost
+
+
+@pytest.mark.parametrize(
+    "item, where",
+    [
+        ('{"id": "a", "memory": "x", "metadata": {"n": NaN}}', "not JSON"),
+        ('{"id": "a", "memory": "x", "created_at": "0001-01-01T00:00:00+05:00"}', "before 1970"),
+        ('{"id": "a", "memory": "x", "created_at": "2999-01-01T00:00:00+00:00"}', "future"),
+        ('{"id": "a", "memory": "x", "expiration_date": "9999-12-31"}', "outside 1970"),
+        ('{"id": ["a"], "memory": "x"}', "results[0].id"),
+    ],
+)
+def test_values_out_of_bounds_are_refused_before_anything_is_written(agent, item, where):
+    with pytest.raises(SourceError) as caught:
+        mem0.read([(f'{{"results": [{item}]}}'.encode(), "get_all.json")])
+    assert where in str(caught.value)
+
+
+def test_nesting_past_what_a_parser_takes_is_refused(agent):
+    with pytest.raises(SourceError, match="not JSON"):
+        mem0.read([(b"[" * 100_000, "get_all.json")])
+
+
+def test_a_history_that_is_a_view_is_refused(tmp_path):
+    view = tmp_path / "history.db"
+    db = sqlite3.connect(view)
+    db.execute(
+        "CREATE VIEW history AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
+        "FROM c) SELECT x AS id, x AS memory_id, '' AS old_memory, 'a' AS new_memory, 'ADD' "
+        "AS event, '' AS created_at, '' AS updated_at, 0 AS is_deleted, '' AS actor_id, "
+        "'' AS role FROM c"
+    )
+    db.commit()
+    with pytest.raises(SourceError, match="no table named history"):
+        mem0.read(_files(), str(view))

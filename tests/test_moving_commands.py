@@ -39,7 +39,7 @@ def test_an_import_then_the_same_again(db):
 def test_a_broken_file_is_refused_whole(db, tmp_path):
     broken = tmp_path / "loop.af"
     broken.write_bytes((FIXTURES / "letta" / "loop.af").read_bytes()[:4000])
-    with pytest.raises(CommandError, match="nothing imported: line"):
+    with pytest.raises(CommandError, match="nothing imported: agent file: line"):
         _run("import_memory", "letta", str(broken), "--agent", "moved")
     assert not Memory.objects.exists() and not Session.objects.exists()
     with pytest.raises(CommandError, match="one of the two"):

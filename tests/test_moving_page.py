@@ -58,7 +58,9 @@ def test_a_broken_file_is_a_422_naming_where_and_nothing_is_written(agent):
         headers={"HX-Request": "true"},
     )
     assert answer.status_code == 422
-    assert re.search(r"Nothing imported: line \d+ column \d+: not JSON", answer.content.decode())
+    assert re.search(
+        r"Nothing imported: agent file: line \d+ column \d+: not JSON", answer.content.decode()
+    )
     assert not Session.objects.filter(agent=agent).exists()
     neither = client.post(url, {"system": "letta", "action": "preview"})
     assert neither.status_code == 422 and "one of the two" in neither.content.decode()
@@ -85,3 +87,13 @@ def test_the_exports_download_for_anyone_who_sees_the_agent(agent):
     assert (
         client.get(reverse("dashboard:moving_export", args=[other.name, "mem0"])).status_code == 404
     )
+
+
+def test_reading_from_a_server_is_for_the_sites_staff(agent):
+    client = logged_in_member("staff", agent, "stella")  # the agent's staff, not the site's
+    url = reverse("dashboard:moving", args=[agent.name])
+    answer = client.post(url, {"system": "ams", "url": "http://127.0.0.1:9", "action": "preview"})
+    assert answer.status_code == 422 and "for the site&#x27;s staff" in answer.content.decode()
+    site = logged_in_member("staff", agent, "sam", staff=True)
+    answer = site.post(url, {"system": "ams", "url": "http://127.0.0.1:9", "action": "preview"})
+    assert answer.status_code == 422 and "cannot reach the server" in answer.content.decode()

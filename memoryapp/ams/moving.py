@@ -34,11 +34,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
+from ninja.errors import HttpError
 from pydantic import ValidationError
 
 from memoryapp.ams import records, working
 from memoryapp.ams.models import MemoryRecord
-from memoryapp.ams.schemas import RecordIn, WorkingMemoryIn
+from memoryapp.ams.schemas import MEMORY_ID_PREFIX, MESSAGE_ID_PREFIX, RecordIn, WorkingMemoryIn
 from memoryapp.core.models import Agent, Memory, MemoryEvent, Origin, Session
 from memoryapp.core.moving import (
     Line,
@@ -50,6 +51,7 @@ from memoryapp.core.moving import (
     SourceError,
     System,
     add_system,
+    load_json,
 )
 
 SYSTEM = Origin.System.AMS
@@ -64,6 +66,17 @@ ACTOR = "import:ams"
 # --- reading a server -----------------------------------------------------------------------
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A server's answers come from the address given, never from where it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, "a redirect, not followed", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+MAX_SCOPES = 50  # namespaces, and user ids, a server's sessions are looked for in
+
+
 def _call(base: str, method: str, path: str, query: dict | None = None, body: Any = None) -> Any:
     url = base.rstrip("/") + path
     if query:
@@ -72,7 +85,7 @@ def _call(base: str, method: str, path: str, query: dict | None = None, body: An
     request = urllib.request.Request(url, data=data, method=method)
     request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:  # noqa: S310
+        with _OPENER.open(request, timeout=TIMEOUT) as answer:
             raw = answer.read(MAX_BYTES + 1)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -83,10 +96,7 @@ def _call(base: str, method: str, path: str, query: dict | None = None, body: An
         raise SourceError(base, f"cannot reach the server ({reason})") from None
     if len(raw) > MAX_BYTES:
         raise SourceError(f"{method} {path}", f"an answer over {MAX_BYTES} bytes")
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SourceError(f"{method} {path}", "the answer is not JSON") from None
+    return load_json(raw, f"{method} {path}")
 
 
 def _paged(fetch, what: str) -> list[Any]:
@@ -123,12 +133,23 @@ def _session_ids(base: str, **scope: str | None) -> list[str]:
     return [s for s in _paged(page, "GET /v1/working-memory/") if isinstance(s, str)]
 
 
+def _scopes(given: list[str], records: list[dict], name: str) -> list[str]:
+    found = {r[name] for r in records if isinstance(r.get(name), str) and r[name]}
+    scopes = sorted({*given, *found})
+    if len(scopes) > MAX_SCOPES:
+        raise SourceError(name, f"more than {MAX_SCOPES} to look for sessions in")
+    return scopes
+
+
 def fetch(base: str, namespaces: list[str], user_ids: list[str]) -> dict[str, Any]:
     """Everything the server at `base` holds, as `export` writes it; `unreached`: the
     sessions no known namespace and user opened."""
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc or "?" in base or "#" in base:
+        raise SourceError(base[:200], "a server's address is http(s)://host[:port][/path]")
     long_term = _long_term(base)
-    namespaces = sorted({*namespaces, *(r["namespace"] for r in long_term if r.get("namespace"))})
-    user_ids = sorted({*user_ids, *(r["user_id"] for r in long_term if r.get("user_id"))})
+    namespaces = _scopes(namespaces, long_term, "namespace")
+    user_ids = _scopes(user_ids, long_term, "user_id")
     # A session's namespace and user: the listing filtered by each known one says.
     in_namespace = {s: n for n in namespaces for s in _session_ids(base, namespace=n)}
     of_user = {s: u for u in user_ids for s in _session_ids(base, user_id=u)}
@@ -167,7 +188,10 @@ def _session(item: Any, where: str) -> SessionIn:
     listed in it again when written)."""
     if not isinstance(item, dict):
         raise SourceError(where, "expected an object")
-    memory = _checked(WorkingMemoryIn, {**item, "memories": []}, where)
+    messages = item.get("messages")
+    if isinstance(messages, list):
+        messages = [_foreign(m, MESSAGE_ID_PREFIX) for m in messages]
+    memory = _checked(WorkingMemoryIn, {**item, "messages": messages or [], "memories": []}, where)
     if not memory.session_id:
         raise SourceError(f"{where}.session_id", "a working memory names its session")
     session = SessionIn(memory.session_id, ttl_seconds=memory.ttl_seconds, payload=memory)
@@ -180,8 +204,16 @@ def _session(item: Any, where: str) -> SessionIn:
     return session
 
 
+def _foreign(item: Any, prefix: str) -> Any:
+    """An id memoryapp gave (`memoryapp-memory-7`, another memoryapp's export) names a row
+    of the agent it came from, not of this one: it comes in as `imported-memory-7`."""
+    if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].startswith(prefix):
+        return {**item, "id": "imported-" + item["id"].removeprefix("memoryapp-")}
+    return item
+
+
 def _memory(item: Any, where: str, listed_in: str | None) -> MemoryIn:
-    record = _checked(RecordIn, item, where)
+    record = _checked(RecordIn, _foreign(item, MEMORY_ID_PREFIX), where)
     detail = {"namespace": record.namespace, "user_id": record.user_id}
     if listed_in:
         detail["working_memory"] = listed_in
@@ -199,7 +231,7 @@ def plan_of(document: Any, source: str) -> Plan:
     for i, item in enumerate(_list(document, "working_memory")):
         session = _session(item, f"working_memory[{i}]")
         plan.sessions.append(session)
-        for j, listed in enumerate(_list(item, "memories")):
+        for j, listed in enumerate(_list(item, "memories", f"working_memory[{i}].memories")):
             memory = _memory(listed, f"working_memory[{i}].memories[{j}]", session.key)
             memories.setdefault(memory.source_id, memory)
     for i, item in enumerate(_list(document, "long_term_memory")):
@@ -215,10 +247,10 @@ def plan_of(document: Any, source: str) -> Plan:
     return plan
 
 
-def _list(document: dict, name: str) -> list:
+def _list(document: dict, name: str, where: str | None = None) -> list:
     found = document.get(name, [])
     if not isinstance(found, list):
-        raise SourceError(name, "expected a list")
+        raise SourceError(where or name, "expected a list")
     return found
 
 
@@ -232,12 +264,7 @@ def read(source: Source) -> Plan:
     if len(source.files) != 1:
         raise SourceError("files", "one exported file, or a server's address")
     data, name = source.files[0]
-    try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else "start"
-        raise SourceError(f"{name}: {where}", "not JSON: truncated?") from None
-    return plan_of(document, name)
+    return plan_of(load_json(data, name), name)
 
 
 # --- writing, through this API's own functions -----------------------------------------------
@@ -252,7 +279,10 @@ def _held(agent: Agent, record_ids: list[str]) -> dict[str, str]:
 
 
 def _write_session(agent: Agent, session: SessionIn) -> Session:
-    return working.put(agent, session.key, session.payload, user_id=None, model="", actor=ACTOR)
+    try:
+        return working.put(agent, session.key, session.payload, user_id=None, model="", actor=ACTOR)
+    except HttpError as exc:
+        raise SourceError(f"working memory {session.key}", str(exc)) from None
 
 
 def _write_memory(agent: Agent, memory: MemoryIn) -> Memory:
@@ -262,9 +292,13 @@ def _write_memory(agent: Agent, memory: MemoryIn) -> Memory:
         if listed_in
         else None
     )
-    (record,) = records.save_records(
-        agent, [memory.payload], actor=ACTOR, deduplicate=False, working_memory=session
-    )
+    mark = MemoryEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    try:
+        (record,) = records.save_records(
+            agent, [memory.payload], actor=ACTOR, deduplicate=False, working_memory=session
+        )
+    except HttpError as exc:
+        raise SourceError(f"record {memory.source_id}", str(exc)) from None
     if not memory.payload.session_id:
         # As the server holds it: a record listed in a working memory keeps its own
         # session, none (a PUT here would give it the working memory's).
@@ -274,9 +308,9 @@ def _write_memory(agent: Agent, memory: MemoryIn) -> Memory:
     Memory.objects.filter(pk=record.memory_id).update(
         created_at=when, updated_at=memory.payload.updated_at or when
     )
-    MemoryEvent.objects.filter(target_kind="memory", target_id=record.memory_id).update(
-        created_at=when
-    )
+    MemoryEvent.objects.filter(
+        target_kind="memory", target_id=record.memory_id, pk__gt=mark
+    ).update(created_at=when)
     return Memory.objects.get(pk=record.memory_id)
 
 

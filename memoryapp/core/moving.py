@@ -24,9 +24,10 @@ sessions and whole batches, never half of one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -56,6 +57,37 @@ class SourceError(ValueError):
     def __init__(self, where: str, what: str) -> None:
         super().__init__(f"{where}: {what}")
         self.where, self.what = where, what
+
+
+# The times an import takes: after 1970 and at most a day ahead (a clock a little off),
+# time zone required (mem0's `expiration_date` is a date, bounded apart).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+AHEAD = timedelta(days=1)
+
+
+def checked_time(moment: datetime, where: str) -> datetime:
+    """`moment` if an import may store it, else SourceError."""
+    if moment.tzinfo is None:
+        raise SourceError(where, "a time without a time zone")
+    if not EARLIEST <= moment <= timezone.now() + AHEAD:
+        raise SourceError(where, f"{moment.isoformat()[:40]} is before 1970 or in the future")
+    return moment
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_json(data: bytes, name: str) -> Any:
+    """`data` parsed, or SourceError naming where it broke (truncated, not JSON, nested
+    past what a parser takes, NaN or Infinity)."""
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{name}: line {exc.lineno} column {exc.colno}",
+                          f"not JSON ({exc.msg}): truncated?") from None  # fmt: skip
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SourceError(name, f"not JSON ({str(exc)[:80] or exc.__class__.__name__})") from None
 
 
 @dataclass
@@ -125,7 +157,7 @@ class Plan:
 class Line:
     kind: str  # "session" or "memory"
     source_id: str
-    action: str  # "create", "merge" (into a live session) or "skip"
+    action: str  # "create" or "skip"
     why: str
     text: str
 
@@ -145,7 +177,7 @@ class Report:
         """ "3 sessions and 12 memories created; 2 memories skipped" (would be, dry)."""
         done = "would be " if self.dry_run else ""
         parts = []
-        for action, verb in (("create", "created"), ("merge", "merged"), ("skip", "skipped")):
+        for action, verb in (("create", "created"), ("skip", "skipped")):
             sessions, memories = self.count("session", action), self.count("memory", action)
             if sessions or memories:
                 counted = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in (
@@ -208,7 +240,13 @@ def _plan_memories(agent: Agent, plan: Plan) -> list[tuple[MemoryIn, Line]]:
         )
         reasons.update(elsewhere)
     lines = []
+    repeated: set[str] = set()
     for memory in plan.memories:
+        if memory.source_id in repeated:
+            why = "repeated in the source: the first is imported"
+            lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
+            continue
+        repeated.add(memory.source_id)
         if memory.source_id in reasons:
             why = reasons[memory.source_id]
             lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
@@ -234,18 +272,21 @@ def _plan_sessions(agent: Agent, plan: Plan) -> list[tuple[SessionIn, Line]]:
         .values_list("key", flat=True)
     )
     lines = []
+    repeated: set[str] = set()
     for session in plan.sessions:
         n = len(session.messages)
         told = f"{n} message{'s' if n != 1 else ''}"
         if session.context:
             told += f", {len(session.context)} working-context items"
-        if session.key in live and plan.write_session is not None:
-            why = "a live session has this key: stored into it as its own API would store it"
-            line = Line("session", session.key, "merge", why, told)
+        if session.key in repeated:
+            why = "repeated in the source: the first is imported"
+            line = Line("session", session.key, "skip", why, told)
         elif session.key in live:
-            line = Line("session", session.key, "skip", "a live session has this key", told)
+            why = "a live session has this key: nothing of it is changed"
+            line = Line("session", session.key, "skip", why, told)
         else:
             line = Line("session", session.key, "create", "new", told)
+        repeated.add(session.key)
         lines.append((session, line))
     return lines
 
@@ -262,32 +303,36 @@ def move_in(
     if dry_run:
         return report
     for session, line in sessions:
-        if line.action in ("create", "merge"):
-            with transaction.atomic():
-                if plan.write_session is not None:
-                    row = plan.write_session(agent, session)
-                else:
-                    row = _write_session(agent, session, plan.system)
-                if line.action == "create":
-                    _mark_imported(row, plan)
-    wanted = [m for m, line in memories if line.action == "create"]
+        if line.action == "create":
+            try:
+                with transaction.atomic():
+                    write = plan.write_session or (lambda a, s: _write_session(a, s, plan.system))
+                    _mark_imported(write(agent, session), plan)
+            except SourceError as exc:
+                line.action, line.why = "skip", f"refused: {exc.what}"
+    wanted = [(m, line) for m, line in memories if line.action == "create"]
     for start in range(0, len(wanted), BATCH):
         with transaction.atomic():
-            for memory in wanted[start : start + BATCH]:
-                if plan.write_memory is not None:
-                    row = plan.write_memory(agent, memory)
-                else:
-                    row = _write_memory(agent, memory, plan.system)
-                Origin.objects.create(
-                    agent=agent,
-                    memory=row,
-                    system=plan.system,
-                    source_id=memory.source_id,
-                    detail=memory.detail,
-                )
+            for memory, line in wanted[start : start + BATCH]:
+                try:
+                    with transaction.atomic():
+                        _write_memory_and_origin(agent, memory, plan)
+                except SourceError as exc:
+                    line.action, line.why = "skip", f"refused: {exc.what}"
         if on_batch is not None:
             on_batch(min(start + BATCH, len(wanted)), len(wanted))
     return report
+
+
+def _write_memory_and_origin(agent: Agent, memory: MemoryIn, plan: Plan) -> None:
+    if plan.write_memory is not None:
+        row = plan.write_memory(agent, memory)
+    else:
+        row = _write_memory(agent, memory, plan.system)
+    Origin.objects.create(
+        agent=agent, memory=row, system=plan.system, source_id=memory.source_id,
+        detail=memory.detail,
+    )  # fmt: skip
 
 
 # --- writing --------------------------------------------------------------------------------

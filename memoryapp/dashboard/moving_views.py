@@ -1,8 +1,9 @@
 """Moving memory in and out, per agent (memoryapp.core.moving): the agent's staff upload
 another system's files (mem0's get_all JSON and history.db, Letta agent files) or give a
-Redis Agent Memory Server's address, see a dry run (what would be created, merged or
-skipped, and why), then import; anyone who may see the agent downloads its memory as mem0
-or Redis Agent Memory Server JSON.
+Redis Agent Memory Server's address (the site's staff only: the server fetches from its
+own network), see a dry run (what would be created or skipped, and why), then import;
+anyone who may see the agent downloads its memory as mem0 or Redis Agent Memory Server
+JSON.
 
 The dry run and the import are one form: the page answers the report into its own box
 and leaves the form as it is, so the files chosen stay chosen for the import after it.
@@ -38,6 +39,9 @@ def _source(request: HttpRequest) -> Source | str:
         return "Choose the files to import, or give a server's address: one of the two."
     if url and not url.startswith(("http://", "https://")):
         return "A server's address starts with http:// or https://."
+    if url and not request.user.is_staff:
+        # The server fetches from the address given, inside its own network.
+        return "Reading from a server's address is for the site's staff; upload an export."
     if len(uploads) > MAX_FILES or sum(f.size for f in uploads) > MAX_UPLOAD_BYTES:
         return f"At most {MAX_FILES} files and {MAX_UPLOAD_BYTES // 2**20} MB in one import."
     options = {

@@ -44,22 +44,21 @@ from memoryapp.core.moving import (
     Source,
     SourceError,
     System,
+    checked_time,
+    load_json,
 )
 
 SYSTEM = Origin.System.LETTA
 ROLES = {"system", "user", "assistant", "tool"}
 MAX_SOURCE = 20_000
 MAX_NAME = 200
+MAX_LABEL = 100  # a block's label: with the session's key (at most 75), its memory's id
 
 
 def _load(data: bytes) -> Any:
-    try:
-        document = json.loads(data)
-        if isinstance(document, str):  # a file holding its JSON as one string
-            document = json.loads(document)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else "start"
-        raise SourceError(where, f"not JSON ({exc.__class__.__name__}): truncated?") from None
+    document = load_json(data, "agent file")
+    if isinstance(document, str):  # a file holding its JSON as one string
+        document = load_json(document.encode(), "the agent file's string")
     if not isinstance(document, dict):
         raise SourceError("$", "an agent file is a JSON object")
     return document
@@ -118,14 +117,15 @@ def _moment(value: Any, where: str) -> datetime | None:
         moment = datetime.fromisoformat(_str(value, where))
     except ValueError:
         raise SourceError(where, "not an ISO 8601 time") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return checked_time(moment, where)
 
 
 def _message(message: Any, where: str) -> MessageIn:
     if not isinstance(message, dict):
         raise SourceError(where, "a message is an object")
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise SourceError(f"{where}.role", f"one of {', '.join(sorted(ROLES))}")
     calls = _list(message.get("tool_calls"), f"{where}.tool_calls")
     for i, call in enumerate(calls):
@@ -167,7 +167,7 @@ def _key(name: str, system: str) -> str:
 def _block_memory(key: str, block: Any, where: str) -> MemoryIn:
     if not isinstance(block, dict):
         raise SourceError(where, "a block is an object")
-    label = _str(block.get("label"), f"{where}.label", MAX_NAME, empty=False)
+    label = _str(block.get("label"), f"{where}.label", MAX_LABEL, empty=False)
     value = _str(block.get("value"), f"{where}.value", MAX_FACT_CHARS)
     detail = {
         "block": label,
@@ -187,7 +187,7 @@ def _session(agent: dict, where: str, blocks: list, tools: list) -> tuple[Sessio
         _message(m, f"{where}.messages[{i}]")
         for i, m in enumerate(_list(agent.get("messages"), f"{where}.messages"))
     ]
-    memories = [m for m in (_block_memory(key, b, at) for b, at in blocks) if m.content.strip()]
+    memories = [_block_memory(key, b, at) for b, at in blocks]
     llm = agent.get("llm_config") if isinstance(agent.get("llm_config"), dict) else {}
     metadata = {
         "letta": {
@@ -213,10 +213,20 @@ def _by_id(document: dict, name: str) -> dict[str, tuple[Any, str]]:
 def _refs(agent: dict, field: str, table: dict, where: str) -> list[tuple[Any, str]]:
     refs = []
     for i, ref in enumerate(_list(agent.get(field), f"{where}.{field}")):
-        if ref not in table:
+        if not isinstance(ref, str) or ref not in table:
             raise SourceError(f"{where}.{field}[{i}]", f"names {str(ref)[:40]!r}, not in the file")
         refs.append(table[ref])
     return refs
+
+
+def _keep(plan: Plan, memories: list[MemoryIn]) -> None:
+    """The memories with something to say; an empty block is a line of the report."""
+    for memory in memories:
+        if memory.content.strip():
+            plan.memories.append(memory)
+        else:
+            why = "an empty block: its label is in the session's metadata"
+            plan.notes.append(Line("memory", memory.source_id, "skip", why, ""))
 
 
 def _located(document: dict, name: str) -> list[tuple[Any, str]]:
@@ -234,7 +244,7 @@ def read(data: bytes, source: str) -> Plan:
         tools = _located(document, "tools")
         session, memories = _session(document, "$", blocks, tools)
         plan.sessions.append(session)
-        plan.memories += memories
+        _keep(plan, memories)
         return plan
     block_table, tool_table = _by_id(document, "blocks"), _by_id(document, "tools")
     for i, agent in enumerate(_list(document["agents"], "agents")):
@@ -252,9 +262,11 @@ def read(data: bytes, source: str) -> Plan:
             at = f"{where}.passages[{j}]"
             text = _str(passage.get("text") if isinstance(passage, dict) else None, f"{at}.text",
                         MAX_FACT_CHARS, empty=False)  # fmt: skip
-            memories.append(MemoryIn(f"{session.key}/passage/{j}", text, detail={"passage": j}))
+            own = passage.get("id") if isinstance(passage.get("id"), str) else ""
+            ref = own[:60] or hashlib.sha256(text.encode()).hexdigest()[:16]
+            memories.append(MemoryIn(f"{session.key}/passage/{ref}", text, detail={"passage": j}))
         plan.sessions.append(session)
-        plan.memories += memories
+        _keep(plan, memories)
     if not plan.sessions:
         raise SourceError("agents", "no agent to import")
     return plan

@@ -20,7 +20,6 @@ and memoryapp's type and confidence in its metadata.
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import tempfile
 import uuid
@@ -29,7 +28,17 @@ from typing import Any
 
 from memoryapp.core.limits import MAX_FACT_CHARS
 from memoryapp.core.models import Agent, Memory, Origin
-from memoryapp.core.moving import Change, Line, MemoryIn, Plan, Source, SourceError, System
+from memoryapp.core.moving import (
+    Change,
+    Line,
+    MemoryIn,
+    Plan,
+    Source,
+    SourceError,
+    System,
+    checked_time,
+    load_json,
+)
 
 SYSTEM = Origin.System.MEM0
 IDS = ("user_id", "agent_id", "run_id", "actor_id", "role")
@@ -41,6 +50,8 @@ HISTORY_COLUMNS = (
     "is_deleted", "actor_id", "role",
 )  # fmt: skip
 EVENTS = {"ADD": "add", "UPDATE": "update", "DELETE": "delete"}
+LAST_DAY = date(9000, 12, 31)
+MAX_HISTORY_ROWS = 1_000_000
 MAX_ID = 200
 
 
@@ -53,9 +64,7 @@ def _moment(text: Any, where: str) -> datetime | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise SourceError(where, f"not an ISO 8601 time: {text[:40]!r}") from None
-    if moment.tzinfo is None:
-        raise SourceError(where, "a time without a time zone")
-    return moment
+    return checked_time(moment, where)
 
 
 def _text(value: Any, where: str, limit: int = MAX_FACT_CHARS) -> str:
@@ -97,6 +106,8 @@ def _memory(item: Any, where: str) -> MemoryIn:
             day = date.fromisoformat(_text(item["expiration_date"], f"{where}.expiration_date"))
         except ValueError:
             raise SourceError(f"{where}.expiration_date", "not a date (YYYY-MM-DD)") from None
+        if not date(1970, 1, 1) <= day <= LAST_DAY:
+            raise SourceError(f"{where}.expiration_date", f"outside 1970 to {LAST_DAY}")
         # mem0 hides a memory from the day after its expiration date.
         memory.expires_at = datetime.combine(day + timedelta(days=1), time(), UTC)
     return memory
@@ -107,11 +118,17 @@ def read_history(path: str) -> dict[str, list[Change]]:
     file that is not one, naming the table and row)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'history'").fetchone()
+        if kind != ("table",):
+            raise sqlite3.DatabaseError("no table named history")
         rows = db.execute(
-            f"SELECT {', '.join(HISTORY_COLUMNS)} FROM history ORDER BY updated_at, rowid"
+            f"SELECT {', '.join(HISTORY_COLUMNS)} FROM history ORDER BY updated_at, rowid "
+            f"LIMIT {MAX_HISTORY_ROWS + 1}"
         ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise SourceError("history database", f"not mem0's history table ({exc})") from None
+    if len(rows) > MAX_HISTORY_ROWS:
+        raise SourceError("history database", f"more than {MAX_HISTORY_ROWS} rows")
     changes: dict[str, list[Change]] = {}
     for n, row in enumerate(rows, 1):
         record = dict(zip(HISTORY_COLUMNS, row, strict=True))
@@ -123,18 +140,20 @@ def read_history(path: str) -> dict[str, list[Change]]:
         content = record["new_memory"] if event != "delete" else None
         if event != "delete":
             content = _text(content, f"{where}.new_memory")
-        who = record["actor_id"] or record["role"] or "mem0"
+        who = f"mem0:{str(record['actor_id'] or record['role'] or 'mem0')[:100]}"
         at = _moment(record["updated_at"] or record["created_at"], f"{where}.updated_at")
-        changes.setdefault(memory_id, []).append(Change(event, content, at, f"mem0:{who}"))
+        earlier = changes.setdefault(memory_id, [])
+        if not earlier and event != "add" and isinstance(record["old_memory"], str):
+            # Its ADD is not in the database: the text before this change was its first.
+            first = _moment(record["created_at"], f"{where}.created_at") or at
+            earlier.append(Change("add", _text(record["old_memory"], f"{where}.old_memory"),
+                                  first, who))  # fmt: skip
+        earlier.append(Change(event, content, at, who))
     return changes
 
 
 def _parse(data: bytes, name: str) -> list[MemoryIn]:
-    try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else "start"
-        raise SourceError(f"{name}: {where}", f"not JSON ({exc.__class__.__name__})") from None
+    document = load_json(data, name)
     return [_memory(item, f"{name}: results[{i}]") for i, item in enumerate(_items(document))]
 
 

@@ -2,7 +2,7 @@
 agent's memory in from another memory system (memoryapp.core.moving): `mem0` (get_all
 JSON files and its history.db), `letta` (agent files, .af) or `ams` (a running Redis
 Agent Memory Server's address, or a file `export_memory ams` wrote). Prints a line per
-session and memory: created, merged, or skipped and why. `--dry-run` writes nothing.
+session and memory: created, or skipped and why. `--dry-run` writes nothing.
 Importing the same source again creates nothing twice. The agent is created when
 absent (unless it is a dry run)."""
 
