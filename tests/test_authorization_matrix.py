@@ -28,10 +28,12 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 from django.http import HttpResponse
 from django.test import Client
@@ -62,6 +64,9 @@ from memoryapp.core.models import (
 from memoryapp.dashboard.models import Membership
 from tests.conftest import ApiClient, logged_in_member, turn
 from tests.test_export import COMPLETE_DOCUMENT
+
+# The import page's dry run reads a real agent file (tests/fixtures/letta/SOURCE.txt).
+LETTA_FILE = Path(__file__).parent / "fixtures" / "letta" / "loop.af"
 
 pytestmark = pytest.mark.django_db
 
@@ -213,6 +218,10 @@ GET    agent_settings    -               login login 404  403    403    200   40
 POST   agent_settings    -               login login 404  403    403    302   404    302
 POST   create_key        -               login login 404  403    403    200   404    200
 POST   revoke_key        -               login login 404  403    403    302   404    302
+POST   retention_preview -               login login 404  403    403    200   404    200
+GET    moving            -               login login 404  403    403    200   404    200
+POST   moving            preview         login login 404  403    403    200   404    200
+GET    moving_export     -               login login 404  200    200    200   404    200
 GET    memories          -               login login 404  200    200    200   404    200
 GET    add_memory        -               login login 404  403    200    200   404    200
 POST   add_memory        -               login login 404  403    302    302   404    302
@@ -650,6 +659,12 @@ DASHBOARD_FORMS: dict[tuple[str, str], Callable[[Objects], dict]] = {
     ("agent_settings", "-"): lambda o: SETTINGS_FORM,
     ("create_key", "-"): lambda o: {"name": "from the dashboard"},
     ("revoke_key", "-"): lambda o: {},
+    ("retention_preview", "-"): lambda o: {"ttl_seconds_amount": "1", "ttl_seconds_unit": "days"},
+    ("moving", "preview"): lambda o: {
+        "system": "letta",
+        "action": "preview",
+        "files": SimpleUploadedFile("loop.af", LETTA_FILE.read_bytes()),
+    },
     ("add_memory", "-"): lambda o: MEMORY_FORM,
     ("memories_bulk", "archive"): lambda o: {
         "action": "archive",
@@ -691,6 +706,7 @@ def dashboard_request(row: Row, agent_name: str, objects: Objects, run: CleanupR
         "key_id": objects.spare_key.pk,
         "kind": kind,
         "action": row.variant,
+        "system": "mem0",
     }
     if row.path == "memory_status":
         memory = objects.archived_memory if row.variant == "restore" else objects.memory
