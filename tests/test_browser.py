@@ -188,7 +188,7 @@ def test_a_form_refused_with_422_shows_its_errors_in_place(page, live_server):
     page.page.goto(live_server.url + "/agents/coder/settings/")
     page.page.fill("input[name=max_messages]", "0")
     # The browser's own check would stop this first; the server's is the one under test.
-    page.page.locator("#settings form").evaluate("form => { form.noValidate = true; }")
+    page.page.locator("#settings-form").evaluate("form => { form.noValidate = true; }")
     page.page.click("#settings button[type=submit]")
     page.page.locator("#settings .errorlist").first.wait_for(timeout=10_000)
     assert page.page.url.endswith("/agents/coder/settings/")
