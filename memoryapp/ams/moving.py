@@ -51,6 +51,7 @@ from memoryapp.core.moving import (
     SourceError,
     System,
     add_system,
+    last_event_id,
     load_json,
 )
 
@@ -292,7 +293,7 @@ def _write_memory(agent: Agent, memory: MemoryIn) -> Memory:
         if listed_in
         else None
     )
-    mark = MemoryEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    mark = last_event_id()
     try:
         (record,) = records.save_records(
             agent, [memory.payload], actor=ACTOR, deduplicate=False, working_memory=session

@@ -178,13 +178,17 @@ class Report:
         done = "would be " if self.dry_run else ""
         parts = []
         for action, verb in (("create", "created"), ("skip", "skipped")):
-            sessions, memories = self.count("session", action), self.count("memory", action)
-            if sessions or memories:
-                counted = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in (
-                    (sessions, "session"), (memories, "memory")) if n]  # fmt: skip
+            counted = [
+                f"{n} {one if n == 1 else many}"
+                for kind, one, many in (
+                    ("session", "session", "sessions"),
+                    ("memory", "memory", "memories"),
+                )  # fmt: skip
+                if (n := self.count(kind, action))
+            ]
+            if counted:
                 parts.append(f"{' and '.join(counted)} {done}{verb}")
-        text = "; ".join(parts) or "nothing to import"
-        return text.replace("memorys", "memories")
+        return "; ".join(parts) or "nothing to import"
 
 
 @dataclass
@@ -227,7 +231,7 @@ def _plan_memories(agent: Agent, plan: Plan) -> list[tuple[MemoryIn, Line]]:
             agent=agent, system=plan.system, source_id__in=[m.source_id for m in plan.memories]
         ).values_list("source_id", "memory_id")
     )
-    keys = {Memory.content_key_for(m.content): m for m in plan.memories}
+    keys = [Memory.content_key_for(m.content) for m in plan.memories]
     same = dict(
         Memory.objects.filter(agent=agent, status=Memory.Status.ACTIVE, content_key__in=keys)
         .order_by("pk")
@@ -241,25 +245,19 @@ def _plan_memories(agent: Agent, plan: Plan) -> list[tuple[MemoryIn, Line]]:
         reasons.update(elsewhere)
     lines = []
     repeated: set[str] = set()
-    for memory in plan.memories:
+    for memory, key in zip(plan.memories, keys, strict=True):
+        action, why = "create", "new"
         if memory.source_id in repeated:
-            why = "repeated in the source: the first is imported"
-            lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
-            continue
-        repeated.add(memory.source_id)
-        if memory.source_id in reasons:
-            why = reasons[memory.source_id]
-            lines.append((memory, Line("memory", memory.source_id, "skip", why, "")))
-            continue
-        twin = same.get(Memory.content_key_for(memory.content))
-        why = "new"
-        if memory.deleted:
+            action, why = "skip", "repeated in the source: the first is imported"
+        elif memory.source_id in reasons:
+            action, why = "skip", reasons[memory.source_id]
+        elif memory.deleted:
             why = "deleted in the source: imported archived, with its history"
-        elif twin is not None:
-            why = f"says what memory #{twin} says: imported beside it, not merged"
-        lines.append((memory, Line("memory", memory.source_id, "create", why, "")))
-    for memory, line in lines:
-        line.text = _preview(memory.content)
+        elif key in same:
+            why = f"says what memory #{same[key]} says: imported beside it, not merged"
+        repeated.add(memory.source_id)
+        line = Line("memory", memory.source_id, action, why, _preview(memory.content))
+        lines.append((memory, line))
     return lines
 
 
@@ -412,7 +410,8 @@ def _events_since(memory_ids: list[int], after: int) -> QuerySet[MemoryEvent]:
     )
 
 
-def _last_event_id() -> int:
+def last_event_id() -> int:
+    """The newest history row's id: the changes made after it are `pk__gt` it."""
     last = MemoryEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
     return last or 0
 
@@ -427,7 +426,7 @@ def _write_memory(agent: Agent, memory: MemoryIn, system: str) -> Memory:
     row: Memory | None = None
     chain: list[int] = []  # the memory's rows, first version first
     for change in history:
-        mark = _last_event_id()
+        mark = last_event_id()
         actor = change.actor[:200]
         if row is None:
             row, _ = Memory.remember(
